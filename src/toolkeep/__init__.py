@@ -1,0 +1,87 @@
+"""toolkeep: keep the tool results in an LLM agent's history valid, within budget and recoverable.
+
+>>> import toolkeep
+>>> with toolkeep.Session() as session:
+...     messages, report = session.prepare([{"role": "user", "content": "hi"}])
+>>> messages
+[{'role': 'user', 'content': 'hi'}]
+"""
+
+from __future__ import annotations
+
+from importlib.metadata import PackageNotFoundError, version
+
+from .config import Config
+from .content_type import detect_content_type
+from .exceptions import (
+    ConfigError,
+    DetectionError,
+    FormatError,
+    InvalidKeyError,
+    ReaderError,
+    StoreError,
+    ToolkeepError,
+    WorkspaceError,
+)
+from .formats import Format, Violation, detect_format, get_format, validate
+from .messages import Message, OpaquePart, TextPart, ToolCallPart, ToolResultPart
+from .pipeline import Prepared, build_steps, run_pipeline
+from .report import Report
+from .session import Session
+from .steps import (
+    MISSING_RESULT_TEXT,
+    Microcompactor,
+    ResultBudget,
+    StepContext,
+    ToolCaps,
+    repair_pairing,
+    restore_originals,
+)
+from .stores import ArchiveStore, FileStore, MemoryStore, open_store
+from .workspace import Workspace
+
+try:
+    __version__ = version("toolkeep")
+except PackageNotFoundError:  # pragma: no cover - running from a source tree
+    __version__ = "0.0.0"
+
+__all__ = [
+    "MISSING_RESULT_TEXT",
+    "ArchiveStore",
+    "Config",
+    "ConfigError",
+    "DetectionError",
+    "FileStore",
+    "Format",
+    "FormatError",
+    "InvalidKeyError",
+    "MemoryStore",
+    "Message",
+    "Microcompactor",
+    "OpaquePart",
+    "Prepared",
+    "ReaderError",
+    "Report",
+    "ResultBudget",
+    "Session",
+    "StepContext",
+    "StoreError",
+    "TextPart",
+    "ToolCallPart",
+    "ToolCaps",
+    "ToolResultPart",
+    "ToolkeepError",
+    "Violation",
+    "Workspace",
+    "WorkspaceError",
+    "__version__",
+    "build_steps",
+    "detect_content_type",
+    "detect_format",
+    "get_format",
+    "open_store",
+    "repair_pairing",
+    "restore_originals",
+    "run_pipeline",
+    "validate",
+]

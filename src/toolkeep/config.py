@@ -1,0 +1,152 @@
+"""Configuration: one keyword-only object, read from the environment in one place.
+
+Explicit values win; what is not given comes from the environment (``TOOLKEEP_*``, with ChatCLI's
+``CHATCLI_*`` names accepted as fallbacks so its users can switch), then from the defaults::
+
+    >>> Config(max_result_chars=10_000).max_result_chars
+    10000
+    >>> Config.from_env({"TOOLKEEP_TOOL_RESULT_MAX_CHARS": "5000"}).max_result_chars
+    5000
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, replace
+from types import MappingProxyType
+from typing import Any
+
+from .exceptions import ConfigError
+
+__all__ = ["DEFAULT_PRESERVE_TOOLS", "DEFAULT_TOOL_CAPS", "ENV_VARIABLES", "Config"]
+
+DEFAULT_TOOL_CAPS: Mapping[str, int] = MappingProxyType({"read": 80_000, "search": 60_000, "tree": 50_000})
+"""Per-tool caps by tool name (compared case-insensitively); other tools get ``default_tool_cap``."""
+
+DEFAULT_PRESERVE_TOOLS: frozenset[str] = frozenset(
+    {
+        # writers: their result is the only record of what changed
+        "write", "write_file", "create", "create_file", "edit", "edit_file", "multiedit",
+        "str_replace", "str_replace_editor", "str_replace_based_edit_tool", "patch",
+        "apply_patch", "notebookedit",
+        # executors: their output carries the error the model must act on
+        "bash", "shell", "sh", "exec", "execute", "execute_bash", "execute_command", "run",
+        "run_command", "run_shell_command", "terminal", "python", "ipython",
+    }
+)  # fmt: skip
+"""Tool names (lower case) whose results microcompaction never shortens."""
+
+# field name -> (primary variable, ChatCLI fallback)
+ENV_VARIABLES: Mapping[str, tuple[str, str]] = MappingProxyType(
+    {
+        "max_result_chars": ("TOOLKEEP_TOOL_RESULT_MAX_CHARS", "CHATCLI_TOOL_RESULT_MAX_CHARS"),
+        "turn_budget_chars": (
+            "TOOLKEEP_TOOL_RESULT_BUDGET_CHARS",
+            "CHATCLI_TOOL_RESULT_BUDGET_CHARS",
+        ),
+        "truncate_turns": (
+            "TOOLKEEP_MICROCOMPACT_TRUNCATE_TURNS",
+            "CHATCLI_MICROCOMPACT_TRUNCATE_TURNS",
+        ),
+        "summarize_turns": (
+            "TOOLKEEP_MICROCOMPACT_SUMMARIZE_TURNS",
+            "CHATCLI_MICROCOMPACT_SUMMARIZE_TURNS",
+        ),
+        "keep_tmpdir": ("TOOLKEEP_KEEP_TMPDIR", "CHATCLI_AGENT_KEEP_TMPDIR"),
+    }
+)
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off", ""}
+
+
+@dataclass(frozen=True, kw_only=True)
+class Config:
+    """Every number and switch of the pipeline. All sizes are in chars (``str`` code points)."""
+
+    # SPEC 3: per-tool caps
+    default_tool_cap: int = 30_000
+    tool_caps: Mapping[str, int] = field(default_factory=lambda: DEFAULT_TOOL_CAPS)
+    cap_head_chars: int = 5_000
+    cap_tail_chars: int = 1_000
+    # SPEC 4: budget
+    max_result_chars: int = 20_000
+    turn_budget_chars: int = 200_000
+    preview_head_chars: int = 4_000
+    preview_tail_chars: int = 1_000
+    # SPEC 6: microcompaction
+    truncate_turns: int = 2
+    summarize_turns: int = 4
+    compact_min_chars: int = 3_000
+    compact_head_chars: int = 2_000
+    compact_tail_chars: int = 500
+    preserve_tools: frozenset[str] = DEFAULT_PRESERVE_TOOLS
+    preserve_errors: bool = True
+    # SPEC 5: workspace
+    keep_tmpdir: bool = False
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.type == "int" and (not isinstance(value, int) or isinstance(value, bool)):
+                raise ConfigError(f"{f.name} must be an integer, got {value!r}")
+            if f.type == "int" and value < 0:
+                raise ConfigError(f"{f.name} must not be negative, got {value}")
+        if self.summarize_turns < self.truncate_turns:
+            raise ConfigError(
+                f"summarize_turns ({self.summarize_turns}) must not be smaller than "
+                f"truncate_turns ({self.truncate_turns})"
+            )
+        caps: dict[str, int] = {}
+        for name, cap in dict(self.tool_caps).items():
+            if not isinstance(cap, int) or isinstance(cap, bool) or cap < 1:
+                raise ConfigError(f"tool_caps[{name!r}] must be a positive integer, got {cap!r}")
+            caps[str(name).lower()] = cap
+        object.__setattr__(self, "tool_caps", MappingProxyType(caps))
+        object.__setattr__(self, "preserve_tools", frozenset(str(n).lower() for n in self.preserve_tools))
+
+    def cap_for(self, tool_name: str | None) -> int:
+        """The per-tool cap that applies to a tool's results."""
+        if tool_name is None:
+            return self.default_tool_cap
+        return self.tool_caps.get(tool_name.lower(), self.default_tool_cap)
+
+    def replace(self, **changes: Any) -> Config:
+        """A copy with some values changed (validated again)."""
+        return replace(self, **changes)
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> Config:
+        """Build a config from ``overrides``, then the environment, then the defaults.
+
+        Raises :class:`ConfigError` naming the variable when one holds an invalid value.
+        """
+        env = os.environ if environ is None else environ
+        values: dict[str, Any] = {}
+        for name, (primary, fallback) in ENV_VARIABLES.items():
+            if name in overrides:
+                continue
+            for variable in (primary, fallback):
+                if variable in env:
+                    values[name] = _parse_env(name, variable, env[variable])
+                    break
+        values.update(overrides)
+        return cls(**values)
+
+
+def _parse_env(name: str, variable: str, text: str) -> Any:
+    if name == "keep_tmpdir":
+        lowered = text.strip().lower()
+        if lowered in _TRUE:
+            return True
+        if lowered in _FALSE:
+            return False
+        raise ConfigError(f"{variable}={text!r} is not a boolean (use true or false)", variable=variable)
+    try:
+        number = int(text.strip().replace("_", ""))
+    except ValueError:
+        raise ConfigError(f"{variable}={text!r} is not a whole number", variable=variable) from None
+    if number < 0:
+        raise ConfigError(f"{variable}={text!r} must not be negative", variable=variable)
+    return number

@@ -1,0 +1,76 @@
+"""Errors raised by toolkeep.
+
+Every error toolkeep raises on purpose derives from :class:`ToolkeepError`::
+
+    ToolkeepError
+    ├── ConfigError          a setting or environment variable has an invalid value
+    ├── FormatError          a history cannot be read in the requested or detected format
+    │   └── DetectionError   ``format="auto"`` could not tell which format a history is in
+    ├── WorkspaceError       the session directory cannot be made or used
+    ├── StoreError           an archive store failed (backend errors chained with ``from``)
+    │   └── InvalidKeyError  an archive key is not 16 lowercase hex digits
+    └── ReaderError          the workspace reader refused a path
+
+Where an error is about one place in a history it says which: ``index`` is the message index and
+``field`` the key or path inside it.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ConfigError",
+    "DetectionError",
+    "FormatError",
+    "InvalidKeyError",
+    "ReaderError",
+    "StoreError",
+    "ToolkeepError",
+    "WorkspaceError",
+]
+
+
+class ToolkeepError(Exception):
+    """Base class of every error toolkeep raises on purpose."""
+
+
+class ConfigError(ToolkeepError, ValueError):
+    """A configuration value (argument or environment variable) is invalid."""
+
+    def __init__(self, message: str, *, variable: str | None = None) -> None:
+        super().__init__(message)
+        self.variable = variable
+
+
+class FormatError(ToolkeepError, ValueError):
+    """A history does not have the shape of its format."""
+
+    def __init__(self, message: str, *, index: int | None = None, field: str | None = None) -> None:
+        where = ""
+        if index is not None:
+            where = f"message {index}"
+            if field:
+                where += f", field {field!r}"
+            where += ": "
+        super().__init__(where + message)
+        self.index = index
+        self.field = field
+
+
+class DetectionError(FormatError):
+    """The format of a history could not be detected."""
+
+
+class WorkspaceError(ToolkeepError, OSError):
+    """The session workspace could not be created or used."""
+
+
+class StoreError(ToolkeepError):
+    """An archive store operation failed."""
+
+
+class InvalidKeyError(StoreError, ValueError):
+    """An archive key is malformed (keys are 16 lowercase hexadecimal digits)."""
+
+
+class ReaderError(ToolkeepError):
+    """The workspace reader refused a request (outside the workspace, not a file, ...)."""

@@ -1,0 +1,84 @@
+"""Provider formats: a registry by name and auto-detection.
+
+>>> get_format("anthropic").name
+'anthropic'
+>>> detect_format([{"role": "tool", "tool_call_id": "c1", "content": "ok"}]).name
+'openai-chat'
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ..exceptions import DetectionError, FormatError
+from ._base import Format, Violation
+from .anthropic import AnthropicFormat
+from .openai_chat import OpenAIChatFormat
+
+__all__ = [
+    "FORMATS",
+    "Format",
+    "Violation",
+    "detect_format",
+    "get_format",
+    "resolve_format",
+    "validate",
+]
+
+FORMATS: dict[str, Format] = {f.name: f for f in (AnthropicFormat(), OpenAIChatFormat())}
+"""Every registered format by name, in detection order."""
+
+
+def get_format(name: str) -> Format:
+    """The format registered under ``name``."""
+    try:
+        return FORMATS[name]
+    except KeyError:
+        known = ", ".join(FORMATS)
+        raise FormatError(f"unknown format {name!r} (known: {known}, or auto)") from None
+
+
+def detect_format(messages: Sequence[Any]) -> Format:
+    """The format a history is written in.
+
+    A history with features only one format has is that format. A history every format reads the
+    same way (plain text turns, no tool calls) gets the first compatible format: nothing in it is
+    format-specific. Two formats with distinctive features, or none compatible, is an error.
+    """
+    if not isinstance(messages, Sequence) or isinstance(messages, (str, bytes)):
+        raise DetectionError(f"a history is a list of messages, got {type(messages).__name__}")
+    scores = {name: f.detect(messages) for name, f in FORMATS.items()}
+    best = max(scores.values(), default=0)
+    if best == 0:
+        raise DetectionError(
+            "could not detect the history's format: it matches none of "
+            + ", ".join(FORMATS)
+            + " (name one with format=...)"
+        )
+    candidates = [name for name, score in scores.items() if score == best]
+    if best == 2 and len(candidates) > 1:
+        raise DetectionError(
+            "ambiguous history format: could be " + " or ".join(candidates) + " (name one with format=...)"
+        )
+    return FORMATS[candidates[0]]
+
+
+def resolve_format(messages: Sequence[Any], format: str | Format = "auto") -> Format:
+    """``format`` itself, the registered format it names, or the detected one for ``"auto"``."""
+    if isinstance(format, Format):
+        return format
+    if format == "auto":
+        return detect_format(messages)
+    return get_format(format)
+
+
+def validate(messages: Sequence[Any], format: str | Format = "auto") -> list[Violation]:
+    """Every breach of the provider's pairing rules in ``messages`` (empty when valid).
+
+    >>> validate([{"role": "assistant", "content": [
+    ...     {"type": "tool_use", "id": "t1", "name": "ls", "input": {}}]}])[0].rule
+    'missing_result'
+    """
+    fmt = resolve_format(messages, format)
+    return fmt.validate(fmt.load(messages))

@@ -1,0 +1,76 @@
+"""What every format adapter provides, and the pieces they share."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from ..exceptions import FormatError
+from ..messages import History, Message, ToolResultPart
+
+__all__ = ["Format", "Violation", "expect_mapping"]
+
+
+@dataclass(frozen=True, slots=True)
+class Violation:
+    """One breach of a provider's pairing rules, worded like the provider's own 400 error."""
+
+    index: int
+    """Index of the offending message in the history."""
+    id: str | None
+    """The call id concerned, if any."""
+    rule: str
+    """Short rule name, e.g. ``missing_result``, ``orphan_result``, ``duplicate_id``."""
+    message: str
+
+    def __str__(self) -> str:
+        return f"messages[{self.index}] {self.rule}: {self.message}"
+
+
+class Format(ABC):
+    """A provider's history format: load to the neutral model, dump back, validate.
+
+    ``load`` is one-to-one: neutral message ``i`` is provider message ``i``, so indexes in errors
+    and violations mean the same in both.
+    """
+
+    name: ClassVar[str]
+    unique_call_ids: ClassVar[bool] = False
+    """True when the provider rejects a call id used twice anywhere in one request."""
+    grouped_results: ClassVar[bool] = False
+    """True when all results of one block must sit in the single message after the calls."""
+
+    @abstractmethod
+    def detect(self, messages: Sequence[Any]) -> int:
+        """0: cannot be this format; 1: compatible; 2: shows features only this format has."""
+
+    @abstractmethod
+    def load(self, messages: Sequence[Any]) -> History:
+        """The neutral form of a history; raises :class:`FormatError` on a malformed message."""
+
+    @abstractmethod
+    def dump(self, history: History) -> list[Any]:
+        """The provider form of a neutral history; untouched messages come back as they were."""
+
+    @abstractmethod
+    def pack_results(self, results: list[ToolResultPart], rest: list[Message]) -> list[Message]:
+        """Messages that carry ``results`` right after their calls, followed by ``rest``.
+
+        ``rest`` holds the other messages of the block, in order, result parts already taken out.
+        """
+
+    @abstractmethod
+    def validate(self, history: History) -> list[Violation]:
+        """Every breach of the provider's pairing rules in a loaded history."""
+
+
+def expect_mapping(value: Any, index: int, what: str = "message") -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise FormatError(f"{what} must be an object, got {type(value).__name__}", index=index)
+    return value
+
+
+def join_ids(ids: Sequence[str]) -> str:
+    return ", ".join(ids)

@@ -1,0 +1,264 @@
+"""Anthropic Messages: ``tool_use`` blocks in assistant messages, ``tool_result`` blocks in the
+next user message, first in its content."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ..exceptions import FormatError
+from ..messages import History, Message, OpaquePart, Part, TextPart, ToolCallPart, ToolResultPart
+from ._base import Format, Violation, expect_mapping
+
+__all__ = ["AnthropicFormat"]
+
+_ROLES = ("user", "assistant")
+_DISTINCT_BLOCKS = {
+    "tool_use", "tool_result", "thinking", "redacted_thinking", "server_tool_use",
+    "web_search_tool_result", "document", "search_result", "mcp_tool_use", "mcp_tool_result",
+    "container_upload",
+}  # fmt: skip
+
+
+def result_text(content: Any) -> str:
+    """The text of a ``tool_result`` content: the string, or its text blocks joined by newlines."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        texts = [b.get("text", "") for b in content if isinstance(b, Mapping) and b.get("type") == "text"]
+        return "\n".join(t for t in texts if isinstance(t, str))
+    return ""
+
+
+def replace_text_content(content: Any, text: str) -> Any:
+    """``content`` with its text replaced by ``text``, non-text blocks (images) kept in place."""
+    if not isinstance(content, list):
+        return text
+    out: list[Any] = []
+    placed = False
+    for block in content:
+        if isinstance(block, Mapping) and block.get("type") == "text":
+            if not placed:
+                out.append({**block, "text": text})
+                placed = True
+            continue
+        out.append(block)
+    if not placed:
+        out.insert(0, {"type": "text", "text": text})
+    return out
+
+
+class AnthropicFormat(Format):
+    """Anthropic Messages API ``messages`` (dicts, as the SDK's ``MessageParam`` TypedDicts)."""
+
+    name = "anthropic"
+    unique_call_ids = True
+    grouped_results = True
+
+    def detect(self, messages: Sequence[Any]) -> int:
+        score = 1
+        for m in messages:
+            if not isinstance(m, Mapping) or m.get("role") not in _ROLES:
+                return 0
+            if "tool_calls" in m or "tool_call_id" in m:
+                return 0
+            content = m.get("content")
+            if isinstance(content, list):
+                for block in content:
+                    if not isinstance(block, Mapping) or "type" not in block:
+                        return 0
+                    if (
+                        block["type"] in _DISTINCT_BLOCKS
+                        or "cache_control" in block
+                        or (block["type"] == "image" and "source" in block)
+                    ):
+                        score = 2
+            elif not isinstance(content, str):
+                return 0
+        return score
+
+    def load(self, messages: Sequence[Any]) -> History:
+        return [self._load_message(i, m) for i, m in enumerate(messages)]
+
+    def _load_message(self, index: int, raw: Any) -> Message:
+        m = expect_mapping(raw, index)
+        role = m.get("role")
+        if role not in _ROLES:
+            raise FormatError(f"role must be 'user' or 'assistant', got {role!r}", index=index, field="role")
+        content = m.get("content")
+        if isinstance(content, str):
+            return Message(role, (TextPart(content),), raw=m, meta={"string": True})
+        if not isinstance(content, list):
+            raise FormatError(
+                f"content must be a string or a list of blocks, got {type(content).__name__}",
+                index=index,
+                field="content",
+            )
+        parts: list[Part] = []
+        for j, block in enumerate(content):
+            b = expect_mapping(block, index, f"content[{j}]")
+            kind = b.get("type")
+            if kind == "text" and isinstance(b.get("text"), str):
+                parts.append(TextPart(b["text"], raw=b))
+            elif kind == "tool_use" and role == "assistant":
+                parts.append(ToolCallPart(_str(b.get("id")), _str(b.get("name")), b.get("input"), raw=b))
+            elif kind == "tool_result":
+                parts.append(
+                    ToolResultPart(
+                        _str(b.get("tool_use_id")),
+                        result_text(b.get("content")),
+                        is_error=bool(b.get("is_error")),
+                        raw=b,
+                    )
+                )
+            else:
+                parts.append(OpaquePart(b))
+        return Message(role, tuple(parts), raw=m)
+
+    def dump(self, history: History) -> list[Any]:
+        return [m.raw if not m.dirty else self._dump_message(m) for m in history]
+
+    def _dump_message(self, m: Message) -> dict[str, Any]:
+        base = dict(m.raw) if isinstance(m.raw, Mapping) else {"role": m.role}
+        base["role"] = m.role
+        if m.meta.get("string") and len(m.parts) == 1 and isinstance(m.parts[0], TextPart):
+            base["content"] = m.parts[0].text
+        else:
+            base["content"] = [self._dump_part(p) for p in m.parts]
+        return base
+
+    @staticmethod
+    def _dump_part(p: Part) -> Any:
+        if isinstance(p, TextPart):
+            return p.raw if p.raw is not None else {"type": "text", "text": p.text}
+        if isinstance(p, OpaquePart):
+            return p.raw
+        if isinstance(p, ToolCallPart):
+            if p.raw is not None and p.raw.get("id") == p.id:
+                return p.raw
+            base = dict(p.raw) if p.raw is not None else {"type": "tool_use", "name": p.name, "input": {}}
+            base["id"] = p.id
+            return base
+        if not p.modified and p.raw is not None:
+            return p.raw
+        block = dict(p.raw) if p.raw is not None else {"type": "tool_result"}
+        block["tool_use_id"] = p.call_id
+        block["content"] = replace_text_content(block.get("content"), p.text)
+        if p.is_error:
+            block["is_error"] = True
+        return block
+
+    def pack_results(self, results: list[ToolResultPart], rest: list[Message]) -> list[Message]:
+        if rest and rest[0].role == "user":
+            first = rest[0]
+            return [first.with_parts([*results, *first.parts]), *rest[1:]]
+        return [Message("user", tuple(results), dirty=True), *rest]
+
+    def validate(self, history: History) -> list[Violation]:
+        out: list[Violation] = []
+        seen: set[str] = set()
+        last = len(history) - 1
+        for i, m in enumerate(history):
+            if not m.parts and not (i == last and m.role == "assistant"):
+                out.append(
+                    Violation(
+                        i,
+                        None,
+                        "empty_content",
+                        f"messages.{i}: all messages must have non-empty content except for the optional final assistant message",
+                    )
+                )
+            if m.role == "assistant":
+                out.extend(self._check_calls(history, i, seen))
+            else:
+                out.extend(self._check_results(history, i))
+        return out
+
+    def _check_calls(self, history: History, i: int, seen: set[str]) -> list[Violation]:
+        out: list[Violation] = []
+        calls = history[i].calls
+        for j, p in enumerate(history[i].parts):
+            if not isinstance(p, ToolCallPart):
+                continue
+            if not p.id:
+                out.append(
+                    Violation(
+                        i,
+                        p.id,
+                        "empty_id",
+                        f"messages.{i}.content.{j}.tool_use.id: String should match pattern '^[a-zA-Z0-9_-]+$'",
+                    )
+                )
+            elif p.id in seen:
+                out.append(
+                    Violation(
+                        i, p.id, "duplicate_id", f"messages.{i}.content.{j}: `tool_use` ids must be unique"
+                    )
+                )
+            seen.add(p.id)
+        if not calls:
+            return out
+        nxt = history[i + 1] if i + 1 < len(history) else None
+        answered: set[str] = set()
+        if nxt is not None and nxt.role == "user":
+            for p in nxt.parts:
+                if not isinstance(p, ToolResultPart):
+                    break
+                answered.add(p.call_id)
+        for c in dict.fromkeys(c.id for c in calls if c.id):
+            if c not in answered:
+                out.append(
+                    Violation(
+                        i,
+                        c,
+                        "missing_result",
+                        f"messages.{i}: `tool_use` ids were found without `tool_result` blocks immediately after: {c}. Each `tool_use` block must have a corresponding `tool_result` block in the next message.",
+                    )
+                )
+        return out
+
+    def _check_results(self, history: History, i: int) -> list[Violation]:
+        out: list[Violation] = []
+        prev = history[i - 1] if i > 0 else None
+        call_ids = {c.id for c in prev.calls} if prev is not None and prev.role == "assistant" else set()
+        claimed: set[str] = set()
+        leading = True
+        for j, p in enumerate(history[i].parts):
+            if not isinstance(p, ToolResultPart):
+                leading = False
+                continue
+            if p.call_id not in call_ids:
+                out.append(
+                    Violation(
+                        i,
+                        p.call_id,
+                        "orphan_result",
+                        f"messages.{i}.content.{j}: unexpected `tool_use_id` found in `tool_result` blocks: {p.call_id}. Each `tool_result` block must have a corresponding `tool_use` block in the previous message.",
+                    )
+                )
+            elif p.call_id in claimed:
+                out.append(
+                    Violation(
+                        i,
+                        p.call_id,
+                        "duplicate_result",
+                        f"messages.{i}.content.{j}: each `tool_use` id must have a single `tool_result` block; found another for {p.call_id}",
+                    )
+                )
+            elif not leading:
+                out.append(
+                    Violation(
+                        i,
+                        p.call_id,
+                        "result_not_first",
+                        f"messages.{i}.content.{j}: `tool_result` blocks must come first in the user message, before any other content ({p.call_id})",
+                    )
+                )
+            claimed.add(p.call_id)
+        return out
+
+
+def _str(value: Any) -> str:
+    return value if isinstance(value, str) else ""

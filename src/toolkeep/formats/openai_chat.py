@@ -1,0 +1,209 @@
+"""OpenAI Chat Completions: ``tool_calls`` on assistant messages, one ``role: "tool"`` message per
+call right after them."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ..exceptions import FormatError
+from ..messages import History, Message, OpaquePart, Part, TextPart, ToolCallPart, ToolResultPart
+from ._base import Format, Violation, expect_mapping
+
+__all__ = ["OpenAIChatFormat"]
+
+_ROLES = ("system", "developer", "user", "assistant", "tool", "function")
+
+
+def content_text(content: Any) -> str:
+    """Text of a chat message content: the string, or its ``text`` parts joined by newlines."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(
+            p["text"] for p in content
+            if isinstance(p, Mapping) and p.get("type") == "text" and isinstance(p.get("text"), str)
+        )  # fmt: skip
+    return ""
+
+
+class OpenAIChatFormat(Format):
+    """OpenAI Chat Completions ``messages`` (dicts, as the SDK's ``ChatCompletionMessageParam``)."""
+
+    name = "openai-chat"
+    unique_call_ids = False
+    grouped_results = False
+
+    def detect(self, messages: Sequence[Any]) -> int:
+        score = 1
+        for m in messages:
+            if not isinstance(m, Mapping) or m.get("role") not in _ROLES:
+                return 0
+            if m["role"] in ("system", "developer", "tool", "function") or "tool_calls" in m:
+                score = 2
+            content = m.get("content")
+            if isinstance(content, list):
+                for part in content:
+                    if not isinstance(part, Mapping):
+                        return 0
+                    if part.get("type") in ("tool_use", "tool_result", "thinking"):
+                        return 0
+                    if part.get("type") in ("image_url", "input_audio", "refusal", "file"):
+                        score = 2
+            elif content is not None and not isinstance(content, str):
+                return 0
+        return score
+
+    def load(self, messages: Sequence[Any]) -> History:
+        return [self._load_message(i, m) for i, m in enumerate(messages)]
+
+    def _load_message(self, index: int, raw: Any) -> Message:
+        m = expect_mapping(raw, index)
+        role = m.get("role")
+        if role not in _ROLES:
+            raise FormatError(f"unknown role {role!r}", index=index, field="role")
+        content = m.get("content")
+        if content is not None and not isinstance(content, (str, list)):
+            raise FormatError(
+                f"content must be a string, a list of parts or null, got {type(content).__name__}",
+                index=index,
+                field="content",
+            )
+        if role == "tool":
+            call_id = m.get("tool_call_id")
+            part = ToolResultPart(call_id if isinstance(call_id, str) else "", content_text(content), raw=m)
+            return Message("tool", (part,), raw=m)
+        parts: list[Part] = []
+        if isinstance(content, str):
+            if content:
+                parts.append(TextPart(content))
+        elif isinstance(content, list) and content:
+            parts.append(OpaquePart(content))
+        if role == "assistant":
+            calls = m.get("tool_calls")
+            if calls is not None and not isinstance(calls, list):
+                raise FormatError("tool_calls must be a list", index=index, field="tool_calls")
+            for j, call in enumerate(calls or ()):
+                c = expect_mapping(call, index, f"tool_calls[{j}]")
+                fn = c.get("function") if isinstance(c.get("function"), Mapping) else {}
+                parts.append(
+                    ToolCallPart(_str(c.get("id")), _str(fn.get("name")), fn.get("arguments"), raw=c)
+                )
+        return Message(role if role != "developer" and role != "function" else "system", tuple(parts), raw=m)
+
+    def dump(self, history: History) -> list[Any]:
+        return [m.raw if not m.dirty else self._dump_message(m) for m in history]
+
+    def _dump_message(self, m: Message) -> dict[str, Any]:
+        if m.role == "tool":
+            (p,) = m.parts
+            assert isinstance(p, ToolResultPart)
+            if p.raw is None:
+                return {"role": "tool", "tool_call_id": p.call_id, "content": p.text}
+            base = dict(p.raw)
+            base["tool_call_id"] = p.call_id
+            base["content"] = _replace_text(base.get("content"), p.text)
+            return base
+        base = dict(m.raw) if isinstance(m.raw, Mapping) else {"role": m.role}
+        calls = [self._dump_call(p) for p in m.parts if isinstance(p, ToolCallPart)]
+        if calls:
+            base["tool_calls"] = calls
+        else:
+            base.pop("tool_calls", None)
+        return base
+
+    @staticmethod
+    def _dump_call(p: ToolCallPart) -> Any:
+        if p.raw is not None and p.raw.get("id") == p.id:
+            return p.raw
+        base = (
+            dict(p.raw)
+            if p.raw is not None
+            else {"type": "function", "function": {"name": p.name, "arguments": "{}"}}
+        )
+        base["id"] = p.id
+        return base
+
+    def pack_results(self, results: list[ToolResultPart], rest: list[Message]) -> list[Message]:
+        packed = [Message("tool", (r,), raw=r.raw, dirty=r.raw is None or r.modified) for r in results]
+        return [*packed, *rest]
+
+    def validate(self, history: History) -> list[Violation]:
+        out: list[Violation] = []
+        i = 0
+        while i < len(history):
+            m = history[i]
+            if m.role == "tool":
+                p = m.parts[0]
+                assert isinstance(p, ToolResultPart)
+                out.append(_orphan(i, p.call_id))
+                i += 1
+                continue
+            if m.role != "assistant" or not m.calls:
+                i += 1
+                continue
+            wanted: dict[str, int] = {}
+            for c in m.calls:
+                if not c.id:
+                    out.append(
+                        Violation(
+                            i,
+                            c.id,
+                            "empty_id",
+                            f"Invalid 'messages[{i}].tool_calls[].id': empty string. Expected a string with minimum length 1.",
+                        )
+                    )
+                elif c.id in wanted:
+                    out.append(
+                        Violation(
+                            i,
+                            c.id,
+                            "duplicate_id",
+                            f"Invalid 'messages[{i}].tool_calls': duplicate tool_call id {c.id!r}.",
+                        )
+                    )
+                wanted.setdefault(c.id, 0)
+            j = i + 1
+            while j < len(history) and history[j].role == "tool":
+                p = history[j].parts[0]
+                assert isinstance(p, ToolResultPart)
+                if wanted.get(p.call_id) == 0:
+                    wanted[p.call_id] = 1
+                else:
+                    out.append(_orphan(j, p.call_id))
+                j += 1
+            missing = [cid for cid, n in wanted.items() if n == 0 and cid]
+            for cid in missing:
+                out.append(
+                    Violation(
+                        i,
+                        cid,
+                        "missing_result",
+                        f"An assistant message with 'tool_calls' must be followed by tool messages responding to each 'tool_call_id'. The following tool_call_ids did not have response messages: {cid}",
+                    )
+                )
+            i = j
+        return out
+
+
+def _orphan(index: int, call_id: str) -> Violation:
+    return Violation(
+        index,
+        call_id,
+        "orphan_result",
+        f"Invalid parameter: messages with role 'tool' must be a response to a preceeding message with 'tool_calls'. (messages[{index}], tool_call_id {call_id!r})",
+    )
+
+
+def _replace_text(content: Any, text: str) -> Any:
+    if isinstance(content, list):
+        return [{"type": "text", "text": text}] + [
+            p for p in content if not (isinstance(p, Mapping) and p.get("type") == "text")
+        ]
+    return text
+
+
+def _str(value: Any) -> str:
+    return value if isinstance(value, str) else ""

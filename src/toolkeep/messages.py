@@ -1,0 +1,130 @@
+"""The neutral message model every step works on.
+
+Each provider format maps its history to a list of :class:`Message` and back. A message keeps the
+provider object it came from (``raw``) so that whatever the pipeline does not touch goes back out
+exactly as it came in: a step never edits ``raw``, it builds new parts and marks the message
+``dirty``; the format adapter then rebuilds only dirty messages.
+
+Parts::
+
+    Message(role, parts=[TextPart | ToolCallPart | ToolResultPart | OpaquePart, ...])
+
+``OpaquePart`` is anything the pipeline has no business with (images, thinking blocks, server
+tool blocks, unknown block types): carried through by reference.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal, TypeAlias
+
+__all__ = [
+    "History",
+    "Message",
+    "OpaquePart",
+    "Part",
+    "Role",
+    "TextPart",
+    "ToolCallPart",
+    "ToolResultPart",
+]
+
+Role: TypeAlias = Literal["system", "user", "assistant", "tool"]
+
+
+@dataclass(frozen=True, slots=True)
+class TextPart:
+    """Plain text written by the user, the system or the model."""
+
+    text: str
+    raw: Any = None
+    """The provider block this came from (``None`` when the text was a bare string)."""
+    kind: Literal["text"] = "text"
+
+
+@dataclass(frozen=True, slots=True)
+class OpaquePart:
+    """A block the pipeline never reads or changes (image, thinking, server tool, unknown)."""
+
+    raw: Any
+    kind: Literal["opaque"] = "opaque"
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallPart:
+    """One tool call made by the model."""
+
+    id: str
+    """The call id; may differ from the id in ``raw`` after a deterministic rename."""
+    name: str
+    arguments: Any = None
+    raw: Any = None
+    kind: Literal["tool_call"] = "tool_call"
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResultPart:
+    """The answer to one tool call, with what the pipeline knows about its original text.
+
+    ``text`` is the text as it will be sent. When a step shortens it, ``original`` keeps the full
+    text, ``key`` its archive key and ``saved_path`` the persisted copy, so that a later step
+    works from the original and carries the way back.
+    """
+
+    call_id: str
+    text: str
+    is_error: bool = False
+    raw: Any = None
+    name: str | None = None
+    """Name of the tool that produced it, filled in by pairing repair from the claiming call."""
+    synthetic: bool = False
+    """True for the error result that pairing repair puts in for a call that had none."""
+    original: str | None = None
+    """The full original text when ``text`` is a shortened form; ``None`` when ``text`` is it."""
+    key: str | None = None
+    saved_path: str | None = None
+    save_error: str | None = None
+    modified: bool = False
+    """True once ``text``, ``call_id`` or ``is_error`` differ from ``raw``."""
+    kind: Literal["tool_result"] = "tool_result"
+
+    @property
+    def full_text(self) -> str:
+        """The original text, whether or not this result has been shortened."""
+        return self.text if self.original is None else self.original
+
+    def with_text(self, text: str, **changes: Any) -> ToolResultPart:
+        """A copy sent as ``text``, remembering the original."""
+        return replace(self, text=text, original=self.full_text, modified=True, **changes)
+
+
+Part: TypeAlias = TextPart | OpaquePart | ToolCallPart | ToolResultPart
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """One message of a history, in neutral form."""
+
+    role: Role
+    parts: tuple[Part, ...]
+    raw: Any = None
+    """The provider message this came from; ``None`` for a message the pipeline made."""
+    dirty: bool = False
+    """True when ``parts`` no longer match ``raw`` and the adapter must rebuild the message."""
+    meta: dict[str, Any] = field(default_factory=dict, compare=False)
+    """Adapter-private facts about ``raw`` (e.g. that its content was a bare string)."""
+
+    @property
+    def calls(self) -> tuple[ToolCallPart, ...]:
+        return tuple(p for p in self.parts if isinstance(p, ToolCallPart))
+
+    @property
+    def results(self) -> tuple[ToolResultPart, ...]:
+        return tuple(p for p in self.parts if isinstance(p, ToolResultPart))
+
+    def with_parts(self, parts: tuple[Part, ...] | list[Part]) -> Message:
+        """A copy holding ``parts``, marked for rebuilding."""
+        return replace(self, parts=tuple(parts), dirty=True)
+
+
+History: TypeAlias = list[Message]

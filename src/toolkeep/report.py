@@ -1,0 +1,87 @@
+"""What a pipeline run did, for logs, tests and the CLI's ``--report``."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["REPAIR_KINDS", "Repair", "Report"]
+
+REPAIR_KINDS = (
+    "synthetic",
+    "orphans_removed",
+    "duplicates_pruned",
+    "relocated",
+    "renamed",
+    "invalid_calls_pruned",
+    "empty_assistant_dropped",
+)
+"""Kinds of pairing repair, in the order the report lists them."""
+
+
+@dataclass(frozen=True, slots=True)
+class Repair:
+    """One pairing repair: its kind, the call id concerned and the input message index."""
+
+    kind: str
+    id: str
+    index: int
+    detail: str = ""
+
+
+@dataclass(slots=True)
+class Report:
+    """Counts and details of one ``prepare`` run. ``chars`` count tool-result text only."""
+
+    format: str = ""
+    repairs: list[Repair] = field(default_factory=list)
+    total: int = 0
+    capped: int = 0
+    persisted: int = 0
+    truncated: int = 0
+    summarized: int = 0
+    preserved: int = 0
+    chars_before: int = 0
+    chars_after: int = 0
+    save_errors: list[str] = field(default_factory=list)
+
+    def add_repair(self, kind: str, call_id: str, index: int, detail: str = "") -> None:
+        self.repairs.append(Repair(kind, call_id, index, detail))
+
+    def repair_counts(self) -> dict[str, int]:
+        counts = Counter(r.kind for r in self.repairs)
+        return {kind: counts.get(kind, 0) for kind in REPAIR_KINDS}
+
+    @property
+    def changed(self) -> bool:
+        """True when the pipeline changed anything."""
+        return bool(self.repairs) or self.chars_before != self.chars_after
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form the CLI writes with ``--report``."""
+        return {
+            "format": self.format,
+            "repairs": {
+                **self.repair_counts(),
+                "details": [
+                    {
+                        "kind": r.kind,
+                        "id": r.id,
+                        "index": r.index,
+                        **({"detail": r.detail} if r.detail else {}),
+                    }
+                    for r in self.repairs
+                ],
+            },
+            "results": {
+                "total": self.total,
+                "capped": self.capped,
+                "persisted": self.persisted,
+                "truncated": self.truncated,
+                "summarized": self.summarized,
+                "preserved": self.preserved,
+            },
+            "chars": {"before": self.chars_before, "after": self.chars_after},
+            "save_errors": list(self.save_errors),
+        }

@@ -1,0 +1,159 @@
+"""The shapes of every shortened tool result, and the markers that lead back to the original.
+
+All functions here are pure: the same text and numbers give the same string, in any process, so a
+provider's prompt cache keeps hitting.
+
+Forms (``KEY`` is :func:`archive_key` of the original, ``PATH`` a persisted copy)::
+
+    cap       head + "\\n\\n[TRUNCATED N chars omitted, M kept] [full output saved to PATH] <<ccr:KEY>>\\n\\n" + tail
+    preview   head + "\\n\\n... [N chars omitted -- full output saved to PATH] <<ccr:KEY>>\\n\\n" + tail
+    compact   head + "\\n[... N chars omitted from old tool result ...] <<ccr:KEY>>\\n" + tail
+    summary   "[Old tool result cleared -- L lines, S chars, TYPE] <<ccr:KEY>>"
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Iterable
+
+__all__ = [
+    "CCR_MARKER_RE",
+    "SAVED_PATH_RE",
+    "archive_key",
+    "cap_form",
+    "compact_form",
+    "format_size",
+    "line_count",
+    "marker",
+    "preview_form",
+    "split_preview",
+    "summary_form",
+]
+
+CCR_MARKER_RE = re.compile(r"<<ccr:([0-9a-f]{16})>>")
+"""Matches an archive marker; group 1 is the key."""
+
+SAVED_PATH_RE = re.compile(r"full output saved to ([^\]\n]+)\]")
+"""Matches the persisted-file reference of a cap or preview; group 1 is the path."""
+
+
+def archive_key(text: str) -> str:
+    """The archive key of a text: the first 16 hex digits of the SHA-256 of its UTF-8 bytes.
+
+    Lone surrogates (possible in a ``str`` decoded from JSON) are encoded as they are, so every
+    ``str`` has a key.
+    """
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+def marker(key: str) -> str:
+    """The archive marker ``<<ccr:KEY>>``."""
+    return f"<<ccr:{key}>>"
+
+
+def line_count(text: str) -> int:
+    """Lines in ``text``: line breaks plus one for a last line without one (0 for "")."""
+    if not text:
+        return 0
+    return text.count("\n") + (0 if text.endswith("\n") else 1)
+
+
+def format_size(n: int) -> str:
+    """A count in the summary's units: ``950``, ``3.2K``, ``28K``, ``1.2M``."""
+    if n < 1_000:
+        return str(n)
+    if n < 999_500:
+        value, unit = n / 1_000, "K"
+    else:
+        value, unit = n / 1_000_000, "M"
+    text = f"{value:.1f}" if value < 10 else f"{value:.0f}"
+    if text.endswith(".0"):
+        text = text[:-2]
+    return text + unit
+
+
+def _way_back(kept: str, keys: Iterable[str], paths: Iterable[str] = ()) -> str:
+    """Markers for ``keys`` and ``paths`` not already in ``kept``, each once, in order."""
+    out: list[str] = []
+    for path in dict.fromkeys(paths):
+        ref = f"[full output saved to {path}]"
+        if ref not in kept:
+            out.append(" " + ref)
+    for key in dict.fromkeys(keys):
+        mark = marker(key)
+        if mark not in kept:
+            out.append(" " + mark)
+    return "".join(out)
+
+
+def carried_keys(text: str) -> list[str]:
+    """Archive keys already present in ``text``, in order of appearance, each once."""
+    return list(dict.fromkeys(CCR_MARKER_RE.findall(text)))
+
+
+def cap_form(text: str, head: int, tail: int, *, keys: Iterable[str], path: str | None = None) -> str:
+    """The per-tool cap form: plain head and tail around ``[TRUNCATED N chars omitted, M kept]``."""
+    head_text, tail_text = text[:head], text[len(text) - tail :] if tail else ""
+    omitted = len(text) - len(head_text) - len(tail_text)
+    kept = head_text + tail_text
+    way = _way_back(kept, keys, [path] if path else [])
+    kept_n = len(head_text) + len(tail_text)
+    return f"{head_text}\n\n[TRUNCATED {omitted} chars omitted, {kept_n} kept]{way}\n\n{tail_text}"
+
+
+def split_preview(text: str, head: int, tail: int) -> tuple[str, str]:
+    """Head and tail of a budget preview, cut at line breaks where that costs at most half.
+
+    The head is cut back to its last line break if that lies in its second half; the tail is cut
+    forward past its first line break if that lies in its first half.
+    """
+    head_text = text[:head]
+    cut = head_text.rfind("\n")
+    if cut >= head // 2 and cut > 0:
+        head_text = head_text[:cut]
+    tail_text = text[len(text) - tail :] if tail else ""
+    cut = tail_text.find("\n")
+    if 0 <= cut < tail // 2:
+        tail_text = tail_text[cut + 1 :]
+    return head_text, tail_text
+
+
+def preview_form(
+    text: str,
+    head: int,
+    tail: int,
+    *,
+    keys: Iterable[str],
+    path: str | None,
+    save_error: str | None = None,
+) -> str:
+    """The budget preview: head, the omission line naming the saved file, tail.
+
+    When the full output could not be saved, the omission line says so instead of naming a file.
+    """
+    head_text, tail_text = split_preview(text, head, tail)
+    omitted = len(text) - len(head_text) - len(tail_text)
+    if path is not None:
+        where = f"full output saved to {path}"
+    else:
+        where = f"full output could not be saved: {save_error or 'no workspace'}"
+    way = _way_back(head_text + tail_text, keys)
+    return f"{head_text}\n\n... [{omitted:,} chars omitted -- {where}]{way}\n\n{tail_text}"
+
+
+def compact_form(text: str, head: int, tail: int, *, keys: Iterable[str], paths: Iterable[str] = ()) -> str:
+    """Microcompaction's truncated form: plain head and tail of the original."""
+    head_text, tail_text = text[:head], text[len(text) - tail :] if tail else ""
+    omitted = len(text) - len(head_text) - len(tail_text)
+    way = _way_back(head_text + tail_text, keys, paths)
+    return f"{head_text}\n[... {omitted} chars omitted from old tool result ...]{way}\n{tail_text}"
+
+
+def summary_form(text: str, content_type: str, *, keys: Iterable[str], paths: Iterable[str] = ()) -> str:
+    """Microcompaction's one-line summary of the original."""
+    line = (
+        f"[Old tool result cleared -- {line_count(text)} lines, "
+        f"{format_size(len(text))} chars, {content_type}]"
+    )
+    return line + _way_back(line, keys, paths)

@@ -1,0 +1,25 @@
+"""The pipeline's steps, each a callable ``(history, context) -> history`` (see :data:`Step`)."""
+
+from __future__ import annotations
+
+from ._context import ResultSlot, Step, StepContext, iter_results, replace_results
+from .budget import ResultBudget
+from .caps import ToolCaps
+from .microcompact import Microcompactor
+from .originals import restore_originals
+from .pairing import MISSING_RESULT_TEXT, repair_pairing, synthetic_result
+
+__all__ = [
+    "MISSING_RESULT_TEXT",
+    "Microcompactor",
+    "ResultBudget",
+    "ResultSlot",
+    "Step",
+    "StepContext",
+    "ToolCaps",
+    "iter_results",
+    "repair_pairing",
+    "replace_results",
+    "restore_originals",
+    "synthetic_result",
+]

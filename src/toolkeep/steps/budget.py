@@ -1,0 +1,82 @@
+"""Result budget (SPEC 4): per result, then per turn; what is cut is persisted first."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from ..messages import History, ToolResultPart
+from ..shorten import carried_keys, preview_form
+from ._context import ResultSlot, StepContext, iter_results, replace_results
+
+__all__ = ["ResultBudget"]
+
+
+class ResultBudget:
+    """Replace results over ``max_result_chars`` by a head+tail preview naming the saved file,
+    then, in any turn whose results still add up to more than ``turn_budget_chars``, do the same
+    to the largest results (ties: earliest first) until the turn fits."""
+
+    def __init__(
+        self,
+        *,
+        max_result_chars: int = 20_000,
+        turn_budget_chars: int = 200_000,
+        head: int = 4_000,
+        tail: int = 1_000,
+    ) -> None:
+        self.max_result_chars = max_result_chars
+        self.turn_budget_chars = turn_budget_chars
+        self.head = head
+        self.tail = tail
+
+    def preview(self, p: ToolResultPart, ctx: StepContext) -> ToolResultPart | None:
+        """The persisted preview of one result, or ``None`` if it would not be shorter."""
+        original = p.full_text
+        if len(original) <= self.head + self.tail:
+            return None
+        key = ctx.archive(original)
+        path, error = ctx.persist(p.call_id, original)
+        keys = ([key] if key else []) + carried_keys(original)
+        text = preview_form(original, self.head, self.tail, keys=keys, path=path, save_error=error)
+        if text != p.text and len(text) >= len(p.text):
+            return None
+        return p.with_text(text, key=key or p.key, saved_path=path, save_error=error)
+
+    def __call__(self, history: History, ctx: StepContext) -> History:
+        updates: dict[tuple[int, int], ToolResultPart] = {}
+        turns: dict[int, list[ResultSlot]] = defaultdict(list)
+        for slot in iter_results(history):
+            turns[slot.block].append(slot)
+            if len(slot.result.text) > self.max_result_chars:
+                new = self.preview(slot.result, ctx)
+                if new is not None:
+                    updates[(slot.message, slot.part)] = new
+                    ctx.report.persisted += 1
+        for slots in turns.values():
+            self._fit_turn(slots, updates, ctx)
+        return replace_results(history, updates)
+
+    def _fit_turn(
+        self,
+        slots: list[ResultSlot],
+        updates: dict[tuple[int, int], ToolResultPart],
+        ctx: StepContext,
+    ) -> None:
+        def current(slot: ResultSlot) -> ToolResultPart:
+            return updates.get((slot.message, slot.part), slot.result)
+
+        total = sum(len(current(s).text) for s in slots)
+        if total <= self.turn_budget_chars:
+            return
+        order = sorted(range(len(slots)), key=lambda n: (-len(current(slots[n]).text), n))
+        for n in order:
+            slot = slots[n]
+            before = current(slot)
+            new = self.preview(before, ctx)
+            if new is None or new.text == before.text:
+                continue
+            updates[(slot.message, slot.part)] = new
+            ctx.report.persisted += 1
+            total -= len(before.text) - len(new.text)
+            if total <= self.turn_budget_chars:
+                return

@@ -1,0 +1,82 @@
+"""Progressive microcompaction (SPEC 6): old results shrink with age, from their original."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+from ..config import DEFAULT_PRESERVE_TOOLS
+from ..content_type import detect_content_type
+from ..messages import History, ToolResultPart
+from ..shorten import carried_keys, compact_form, summary_form
+from ._context import StepContext, iter_results, replace_results
+
+__all__ = ["Microcompactor"]
+
+
+class Microcompactor:
+    """Cut results at age >= ``truncate_turns`` to head+tail, and at age >= ``summarize_turns``
+    to a one-line summary, when their original is over ``min_chars``.
+
+    Results of the tools in ``preserve`` (write and execution tools) and error results are kept.
+    The size test and the cut both use the original, so a result cut at one age still reaches
+    the summary later; the way back (archive key, saved path) is carried to every level.
+    """
+
+    def __init__(
+        self,
+        *,
+        truncate_turns: int = 2,
+        summarize_turns: int = 4,
+        min_chars: int = 3_000,
+        head: int = 2_000,
+        tail: int = 500,
+        preserve: Iterable[str] = DEFAULT_PRESERVE_TOOLS,
+        preserve_errors: bool = True,
+        content_type: Callable[[str], str] = detect_content_type,
+    ) -> None:
+        self.truncate_turns = truncate_turns
+        self.summarize_turns = summarize_turns
+        self.min_chars = min_chars
+        self.head = head
+        self.tail = tail
+        self.preserve = frozenset(name.lower() for name in preserve)
+        self.preserve_errors = preserve_errors
+        self.content_type = content_type
+
+    def preserved(self, p: ToolResultPart) -> bool:
+        """True for results this compactor never shortens."""
+        return (p.is_error and self.preserve_errors) or (p.name or "").lower() in self.preserve
+
+    def compact(self, p: ToolResultPart, age: int, ctx: StepContext) -> ToolResultPart | None:
+        """The form of ``p`` at ``age``, or ``None`` when it stays as it is."""
+        if age < self.truncate_turns:
+            return None
+        original = p.full_text
+        if len(original) <= self.min_chars or self.preserved(p):
+            return None
+        key = p.key or ctx.archive(original)
+        keys = ([key] if key else []) + carried_keys(original)
+        paths = [p.saved_path] if p.saved_path else []
+        if age >= self.summarize_turns:
+            text = summary_form(original, self.content_type(original), keys=keys, paths=paths)
+        else:
+            text = compact_form(original, self.head, self.tail, keys=keys, paths=paths)
+        if text != p.text and len(text) >= len(p.text):
+            return None
+        return p.with_text(text, key=key)
+
+    def __call__(self, history: History, ctx: StepContext) -> History:
+        updates: dict[tuple[int, int], ToolResultPart] = {}
+        for slot in iter_results(history):
+            p = slot.result
+            new = self.compact(p, slot.age, ctx)
+            if new is None:
+                if slot.age >= self.truncate_turns and len(p.full_text) > self.min_chars:
+                    ctx.report.preserved += self.preserved(p)
+                continue
+            updates[(slot.message, slot.part)] = new
+            if slot.age >= self.summarize_turns:
+                ctx.report.summarized += 1
+            else:
+                ctx.report.truncated += 1
+        return replace_results(history, updates)

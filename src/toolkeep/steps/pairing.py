@@ -1,0 +1,192 @@
+"""Pairing repair: every call gets exactly one result, right after it (SPEC 2).
+
+The history is cut into blocks, one per assistant message: the assistant message and the messages
+up to the next one. Within a block, each call claims the first result with its id; results that no
+call claims are removed, calls that claim none get a synthetic error result, and results that sat
+behind other content are moved back next to their call. A block that is already valid for its
+provider is left exactly as it is, down to the order of its results.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from ..messages import History, Message, Part, ToolCallPart, ToolResultPart
+from ._context import StepContext
+
+__all__ = ["MISSING_RESULT_TEXT", "repair_pairing", "synthetic_result"]
+
+MISSING_RESULT_TEXT = (
+    "[Tool result missing -- the tool execution was interrupted or failed silently. "
+    "Do NOT retry this tool call. Analyze what went wrong and try a different approach.]"
+)
+
+
+def synthetic_result(call: ToolCallPart) -> ToolResultPart:
+    """The error result that stands in for a call that never got one."""
+    return ToolResultPart(
+        call.id, MISSING_RESULT_TEXT, is_error=True, name=call.name, synthetic=True, modified=True
+    )
+
+
+@dataclass(slots=True)
+class _Block:
+    start: int  # input index of the assistant message, or of the first message for the prelude
+    assistant: Message | None
+    rest: list[tuple[int, Message]]
+
+
+def repair_pairing(history: History, ctx: StepContext) -> History:
+    """Make every call answered exactly once, right after its assistant message."""
+    all_ids = {c.id for m in history if m.role == "assistant" for c in m.calls}
+    seen: set[str] = set()
+    out: History = []
+    for block in _blocks(history):
+        out.extend(_repair_block(block, ctx, all_ids, seen))
+    return out
+
+
+def _blocks(history: History) -> list[_Block]:
+    blocks: list[_Block] = [_Block(0, None, [])]
+    for i, m in enumerate(history):
+        if m.role == "assistant":
+            blocks.append(_Block(i, m, []))
+        else:
+            blocks[-1].rest.append((i, m))
+    return blocks
+
+
+def _prune_calls(
+    block: _Block, ctx: StepContext, all_ids: set[str], seen: set[str]
+) -> tuple[Message | None, list[tuple[ToolCallPart, str]]]:
+    """The assistant message with bad calls pruned, and ``(call, id its results carry)`` pairs."""
+    m = block.assistant
+    if m is None:
+        return None, []
+    report, i = ctx.report, block.start
+    kept: list[Part] = []
+    calls: list[tuple[ToolCallPart, str]] = []
+    here: set[str] = set()
+    changed = False
+    for p in m.parts:
+        if isinstance(p, ToolResultPart):  # a result inside an assistant message answers nothing
+            report.add_repair("orphans_removed", p.call_id, i, "result inside an assistant message")
+            changed = True
+            continue
+        if not isinstance(p, ToolCallPart):
+            kept.append(p)
+            continue
+        if not p.id:
+            report.add_repair("invalid_calls_pruned", p.id, i, f"call to {p.name!r} has no id")
+            changed = True
+            continue
+        if p.id in here:
+            report.add_repair("duplicates_pruned", p.id, i)
+            changed = True
+            continue
+        here.add(p.id)
+        call = p
+        if ctx.format.unique_call_ids and p.id in seen:
+            new_id = _fresh_id(p.id, all_ids)
+            report.add_repair("renamed", p.id, i, f"renamed to {new_id}")
+            call = replace(p, id=new_id)
+            changed = True
+        seen.add(call.id)
+        kept.append(call)
+        calls.append((call, p.id))
+    if not changed:
+        return m, calls
+    if not kept:
+        report.add_repair("empty_assistant_dropped", "", i)
+        return None, []
+    return m.with_parts(kept), calls
+
+
+def _fresh_id(old: str, taken: set[str]) -> str:
+    n = 2
+    while f"{old}_{n}" in taken:
+        n += 1
+    new = f"{old}_{n}"
+    taken.add(new)
+    return new
+
+
+def _repair_block(block: _Block, ctx: StepContext, all_ids: set[str], seen: set[str]) -> list[Message]:
+    assistant, calls = _prune_calls(block, ctx, all_ids, seen)
+    report = ctx.report
+    head: list[Message] = [assistant] if assistant is not None else []
+    if block.assistant is not None and assistant is None:
+        calls = []
+
+    # claim: each call takes the first result with its id in this block
+    located: list[tuple[int, int, ToolResultPart, bool]] = []  # (msg pos, part pos, part, after other)
+    other_seen = False
+    for pos, (_, m) in enumerate(block.rest):
+        for j, p in enumerate(m.parts):
+            if isinstance(p, ToolResultPart):
+                located.append((pos, j, p, other_seen))
+            else:
+                other_seen = True
+    claimed: dict[int, tuple[int, int, ToolResultPart, bool]] = {}
+    taken: set[int] = set()
+    for n, (_, carried_id) in enumerate(calls):
+        for k, loc in enumerate(located):
+            if k not in taken and loc[2].call_id == carried_id:
+                claimed[n] = loc
+                taken.add(k)
+                break
+    orphans = [loc for k, loc in enumerate(located) if k not in taken]
+    missing = [n for n in range(len(calls)) if n not in claimed]
+    relocated = [loc for loc in claimed.values() if loc[3]]
+    renamed = any(call.id != carried for call, carried in calls)
+    misplaced = _misplaced(ctx, block, claimed)
+
+    names = {carried: call.name for call, carried in calls}
+    if not (orphans or missing or relocated or renamed or misplaced or assistant is not block.assistant):
+        return head + [_with_names(m, names) for _, m in block.rest]
+
+    for pos, _, p, _ in orphans:
+        report.add_repair("orphans_removed", p.call_id, block.rest[pos][0])
+    for pos, _, p, _ in relocated:
+        report.add_repair("relocated", p.call_id, block.rest[pos][0])
+    results: list[ToolResultPart] = []
+    for n, (call, carried) in enumerate(calls):
+        if n in claimed:
+            p = claimed[n][2]
+            p = replace(p, name=call.name)
+            if call.id != carried:
+                p = replace(p, call_id=call.id, modified=True)
+            results.append(p)
+        else:
+            report.add_repair("synthetic", call.id, block.start)
+            results.append(synthetic_result(call))
+    rest: list[Message] = []
+    for _, m in block.rest:
+        kept = [p for p in m.parts if not isinstance(p, ToolResultPart)]
+        if len(kept) == len(m.parts):
+            rest.append(m)
+        elif kept:
+            rest.append(m.with_parts(kept))
+    return head + (ctx.format.pack_results(results, rest) if results else rest)
+
+
+def _misplaced(
+    ctx: StepContext, block: _Block, claimed: dict[int, tuple[int, int, ToolResultPart, bool]]
+) -> bool:
+    """True when the claimed results are not where the provider wants them."""
+    if not claimed:
+        return False
+    positions = [loc[0] for loc in claimed.values()]
+    if ctx.format.grouped_results:
+        first = block.rest[0][1]
+        return any(pos != 0 for pos in positions) or first.role != "user"
+    return sorted(positions) != list(range(len(positions)))
+
+
+def _with_names(m: Message, names: dict[str, str]) -> Message:
+    if not names or not any(isinstance(p, ToolResultPart) for p in m.parts):
+        return m
+    parts = tuple(
+        replace(p, name=names.get(p.call_id)) if isinstance(p, ToolResultPart) else p for p in m.parts
+    )
+    return replace(m, parts=parts)

@@ -1,0 +1,38 @@
+"""Shared fixtures: the real trajectories in ../shared, and a fresh session per test."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import toolkeep
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = Path(os.environ.get("TOOLKEEP_SHARED", REPO.parent / "shared"))
+BENCH_DATA = SHARED / "bench-data"
+TRAJECTORIES = sorted((BENCH_DATA / "anthropic").glob("*.json"))
+
+
+def shared_or_skip() -> None:
+    """Skip when ../shared is absent (a user's clone); fail instead where CI requires it."""
+    if TRAJECTORIES:
+        return
+    if os.environ.get("TOOLKEEP_REQUIRE_SHARED"):
+        pytest.fail(f"TOOLKEEP_REQUIRE_SHARED is set but no trajectories under {BENCH_DATA}")
+    pytest.skip(f"the real trajectories are not here ({BENCH_DATA} is absent): a user's clone")
+
+
+def load_trajectory(path: Path) -> list[Any]:
+    data: list[Any] = json.loads(path.read_text(encoding="utf-8"))
+    return data
+
+
+@pytest.fixture
+def session(tmp_path: Path) -> Iterator[toolkeep.Session]:
+    with toolkeep.Session(toolkeep.Config(), workspace=tmp_path / "ws") as s:
+        yield s
