@@ -18,15 +18,20 @@ except ImportError:  # pragma: no cover - exercised only without the extra
     sys.stderr.write("toolkeep: the command line needs click: pip install 'toolkeep[cli]'\n")
     raise SystemExit(2) from None
 
-from . import __version__
-from .config import Config
-from .exceptions import InvalidKeyError, ToolkeepError
-from .formats import FORMATS, validate
-from .session import Session
-from .stores import validate_key
-from .workspace import Workspace
+from .. import __version__
+from ..exceptions import ToolkeepError
+from ..formats import FORMATS
 
-__all__ = ["cli", "main"]
+__all__ = [
+    "InputError",
+    "cli",
+    "dumps",
+    "format_option",
+    "main",
+    "read_json",
+    "split_request",
+    "write_output",
+]
 
 F = TypeVar("F", bound=Callable[..., Any])
 FORMAT_CHOICES = ["auto", *FORMATS]
@@ -110,68 +115,6 @@ def cli() -> None:
     """Keep an agent's tool results valid, within budget and recoverable."""
 
 
-@cli.command()
-@click.argument("source", metavar="IN")
-@click.option("-o", "--output", default="-", metavar="OUT", help="Where to write the prepared messages.")
-@format_option
-@click.option("--workspace", type=click.Path(file_okay=False), help="Session directory to use and keep.")
-@click.option("--report", "report_path", metavar="FILE", help="Write a JSON report of what was done.")
-@click.option("--indent", type=click.IntRange(0, 8), default=None, help="Indent the JSON output.")
-def prepare(
-    source: str,
-    output: str,
-    format_name: str,
-    workspace: str | None,
-    report_path: str | None,
-    indent: int | None,
-) -> None:
-    """Repair, budget and compact the history in IN (a JSON file, - for stdin)."""
-    messages, rebuild = split_request(read_json(source), source)
-    config = Config.from_env()
-    ws = Workspace(workspace, keep=True)
-    if workspace is None:
-        click.echo(f"toolkeep: session workspace: {ws.path}", err=True)
-    with Session(config, workspace=ws) as session:
-        prepared, report = session.prepare(messages, format=format_name)
-    write_output(output, dumps(rebuild(prepared), indent))
-    if report_path:
-        write_output(report_path, dumps(report.to_dict(), 2))
-
-
-@cli.command()
-@click.argument("key")
-@click.option("--workspace", type=click.Path(file_okay=False, exists=True), help="Session directory.")
-def recall(key: str, workspace: str | None) -> None:
-    """Print the original behind a <<ccr:KEY>> marker, byte-exact."""
-    if workspace is None:
-        raise click.UsageError("recall needs --workspace DIR")
-    try:
-        validate_key(key)
-    except InvalidKeyError as exc:
-        raise InputError(str(exc)) from None
-    with Session(Config(keep_tmpdir=True), workspace=workspace) as session:
-        text = session.recall(key)
-    if text is None:
-        raise click.ClickException(f"no archived original under key {key} in {workspace}")
-    sys.stdout.buffer.write(text.encode("utf-8", "surrogatepass"))
-    sys.stdout.buffer.flush()
-
-
-@cli.command(name="validate")
-@click.argument("source", metavar="IN")
-@format_option
-def validate_command(source: str, format_name: str) -> None:
-    """Check IN against its provider's pairing rules; exit 1 if any is broken."""
-    messages, _ = split_request(read_json(source), source)
-    violations = validate(messages, format=format_name)
-    for v in violations:
-        click.echo(f"messages[{v.index}]\t{v.id if v.id is not None else '-'}\t{v.rule}\t{v.message}")
-    if violations:
-        click.echo(f"toolkeep: {len(violations)} violation(s)", err=True)
-        sys.exit(1)
-    click.echo(f"valid: {len(messages)} messages, no pairing violations")
-
-
 def main(argv: Sequence[str] | None = None) -> NoReturn:
     """Entry point: run the CLI, turning every expected error into one line and an exit code."""
     try:
@@ -197,7 +140,3 @@ def _fail(message: str, code: int) -> NoReturn:
     line = " ".join(message.split())
     sys.stderr.write(f"toolkeep: error: {line}\n")
     sys.exit(code)
-
-
-if __name__ == "__main__":  # pragma: no cover
-    main()

@@ -1,0 +1,56 @@
+"""``toolkeep prepare`` and ``toolkeep validate``."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from ..config import Config
+from ..formats import validate
+from ..session import Session
+from ..workspace import Workspace
+from ._app import cli, dumps, format_option, read_json, split_request, write_output
+
+
+@cli.command()
+@click.argument("source", metavar="IN")
+@click.option("-o", "--output", default="-", metavar="OUT", help="Where to write the prepared messages.")
+@format_option
+@click.option("--workspace", type=click.Path(file_okay=False), help="Session directory to use and keep.")
+@click.option("--report", "report_path", metavar="FILE", help="Write a JSON report of what was done.")
+@click.option("--indent", type=click.IntRange(0, 8), default=None, help="Indent the JSON output.")
+def prepare(
+    source: str,
+    output: str,
+    format_name: str,
+    workspace: str | None,
+    report_path: str | None,
+    indent: int | None,
+) -> None:
+    """Repair, budget and compact the history in IN (a JSON file, - for stdin)."""
+    messages, rebuild = split_request(read_json(source), source)
+    config = Config.from_env()
+    ws = Workspace(workspace, keep=True)
+    if workspace is None:
+        click.echo(f"toolkeep: session workspace: {ws.path}", err=True)
+    with Session(config, workspace=ws) as session:
+        prepared, report = session.prepare(messages, format=format_name)
+    write_output(output, dumps(rebuild(prepared), indent))
+    if report_path:
+        write_output(report_path, dumps(report.to_dict(), 2))
+
+
+@cli.command(name="validate")
+@click.argument("source", metavar="IN")
+@format_option
+def validate_command(source: str, format_name: str) -> None:
+    """Check IN against its provider's pairing rules; exit 1 if any is broken."""
+    messages, _ = split_request(read_json(source), source)
+    violations = validate(messages, format=format_name)
+    for v in violations:
+        click.echo(f"messages[{v.index}]\t{v.id if v.id is not None else '-'}\t{v.rule}\t{v.message}")
+    if violations:
+        click.echo(f"toolkeep: {len(violations)} violation(s)", err=True)
+        sys.exit(1)
+    click.echo(f"valid: {len(messages)} messages, no pairing violations")
