@@ -85,6 +85,8 @@ class Config:
     preserve_errors: bool = True
     # SPEC 5: workspace
     keep_tmpdir: bool = False
+    # which step list to run: see toolkeep.pipeline.POLICIES
+    policy: str = "default"
 
     def __post_init__(self) -> None:
         for f in fields(self):

@@ -8,10 +8,11 @@ one turn may take) and, last, microcompaction, which only ever makes old results
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 from .config import Config
+from .exceptions import ConfigError
 from .formats import Format, resolve_format
 from .report import Report
 from .steps import (
@@ -27,7 +28,7 @@ from .steps import (
 from .stores import ArchiveStore
 from .workspace import Workspace
 
-__all__ = ["Prepared", "build_steps", "run_pipeline"]
+__all__ = ["POLICIES", "Prepared", "build_steps", "run_pipeline"]
 
 
 class Prepared(NamedTuple):
@@ -38,7 +39,17 @@ class Prepared(NamedTuple):
 
 
 def build_steps(config: Config) -> list[Step]:
-    """The default pipeline for a configuration."""
+    """The step list of ``config.policy`` (see :data:`POLICIES`), built from ``config``."""
+    try:
+        build = POLICIES[config.policy]
+    except KeyError:
+        known = ", ".join(sorted(POLICIES))
+        raise ConfigError(f"unknown policy {config.policy!r} (known: {known})") from None
+    return build(config)
+
+
+def default_steps(config: Config) -> list[Step]:
+    """SPEC's pipeline: pairing, originals, per-tool caps, budget, age-tiered microcompaction."""
     return [
         repair_pairing,
         restore_originals,
@@ -64,6 +75,10 @@ def build_steps(config: Config) -> list[Step]:
             preserve_errors=config.preserve_errors,
         ),
     ]
+
+
+POLICIES: dict[str, Callable[[Config], list[Step]]] = {"default": default_steps}
+"""Named step lists; ``Config(policy=NAME)`` picks one."""
 
 
 def run_pipeline(
