@@ -1,0 +1,311 @@
+"""Hypothesis strategies shared by the property tests.
+
+The core ones generate *broken* agent histories as plain dicts, in the Anthropic Messages and the
+OpenAI Chat Completions formats: calls without results, orphan results, duplicate and empty ids,
+results displaced behind user messages, oversized results (around every threshold of the default
+config), and the parts the pipeline must carry untouched (images, ``cache_control``, unknown keys).
+
+Big texts are a drawn seed repeated to a drawn length: hypothesis would take far too long to
+generate 90,000 random chars, and repetition still exercises every cut (the seed holds line breaks,
+non-ASCII and astral chars, and sometimes a ``<<ccr:KEY>>`` marker).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+
+__all__ = [
+    "SIZES",
+    "anthropic_histories",
+    "anthropic_turns",
+    "assistant",
+    "histories",
+    "oa_assistant",
+    "oa_tool",
+    "oa_user",
+    "openai_chat_histories",
+    "property_settings",
+    "result_texts",
+    "sdk_anthropic_histories",
+    "sdk_openai_chat_histories",
+    "tool_result",
+    "tool_use",
+    "user",
+]
+
+
+def property_settings(max_examples: int) -> settings:
+    """Settings for a property test: ``max_examples`` by default, ten times that when the
+    environment has ``TOOLKEEP_SLOW=1`` (the long run); no deadline, big examples allowed."""
+    factor = 10 if os.environ.get("TOOLKEEP_SLOW") == "1" else 1
+    return settings(
+        max_examples=max_examples * factor,
+        deadline=None,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    )
+
+
+# Sizes around the default limits: 3,000 (compaction), 20,000 (per result), 30,000 (default cap),
+# 50/60/80,000 (tree/search/read caps); each exactly at and one past the limit.
+SIZES = (0, 1, 50, 2_999, 3_000, 3_001, 19_999, 20_000, 20_001, 30_000, 30_001, 50_001, 80_001)
+
+TOOL_NAMES = ("read", "Read", "search", "tree", "grep", "ls", "bash", "Write", "edit", "fetch")
+CALL_IDS = ("toolu_01", "toolu_02", "call_a", "call/b c", "x", "", "toolu_01")
+
+_alphabet = st.sampled_from(
+    ["a", "b", "z", " ", "\n", "\n", "é", "ß", "中", "文", "🙂", "𝄞", "{", "}", "\t", "0"]
+)
+_seed = st.text(_alphabet, min_size=1, max_size=40)
+_fake_marker = st.sampled_from(["", "", "", "<<ccr:0123456789abcdef>>"])
+
+
+@st.composite
+def result_texts(draw: st.DrawFn) -> str:
+    """A result text: small random text, or a seed repeated to one of :data:`SIZES` (or nearby)."""
+    if draw(st.integers(0, 3)) == 0:
+        return draw(st.text(_alphabet, max_size=60))
+    size = draw(st.sampled_from(SIZES))
+    seed = draw(_seed) + draw(_fake_marker)
+    text = (seed * (size // len(seed) + 1))[:size]
+    return text
+
+
+@st.composite
+def _unknown_keys(draw: st.DrawFn) -> dict[str, Any]:
+    """Keys the pipeline does not know, to be carried as they are."""
+    return draw(st.dictionaries(st.sampled_from(["x_meta", "trace", "_id"]), st.integers(0, 9), max_size=1))
+
+
+_cache = st.sampled_from([None, None, {"type": "ephemeral"}])
+_image_source = {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}
+
+
+@st.composite
+def _answered_ids(draw: st.DrawFn, calls: list[tuple[str, str]]) -> list[str]:
+    """The ids results will carry: some of the calls' (maybe twice, maybe none) plus orphans."""
+    ids = [cid for cid, _ in calls]
+    answered = draw(st.lists(st.sampled_from(ids), max_size=len(ids) + 1)) if ids else []
+    return answered + draw(st.lists(st.sampled_from(["gone", "toolu_99", ""]), max_size=1))
+
+
+# --------------------------------------------------------------------------------------- Anthropic
+
+
+@st.composite
+def _anthropic_result(draw: st.DrawFn, call_id: str, sdk: bool) -> dict[str, Any]:
+    text = draw(result_texts())
+    block: dict[str, Any] = {"type": "tool_result", "tool_use_id": call_id}
+    shape = draw(st.integers(0, 3))
+    if shape == 0:
+        block["content"] = text
+    elif shape == 1:
+        block["content"] = [{"type": "text", "text": text}]
+    elif shape == 2:
+        block["content"] = [
+            {"type": "text", "text": text},
+            {"type": "image", "source": dict(_image_source)},
+        ]
+    else:
+        block["content"] = text
+        block["is_error"] = draw(st.booleans())
+    cache = draw(_cache)
+    if cache is not None:
+        block["cache_control"] = cache
+    if not sdk:
+        block.update(draw(_unknown_keys()))
+    return block
+
+
+@st.composite
+def _anthropic_user_text(draw: st.DrawFn, sdk: bool) -> dict[str, Any]:
+    if draw(st.booleans()):
+        return {"role": "user", "content": draw(st.sampled_from(["go on", "stop!", "中文 🙂"]))}
+    blocks: list[dict[str, Any]] = [{"type": "text", "text": "look at this"}]
+    if draw(st.booleans()):
+        blocks.append({"type": "image", "source": dict(_image_source)})
+    cache = draw(_cache)
+    if cache is not None:
+        blocks[0]["cache_control"] = cache
+    return {"role": "user", "content": blocks}
+
+
+@st.composite
+def anthropic_histories(draw: st.DrawFn, sdk: bool = False, max_blocks: int = 6) -> list[Any]:
+    """A broken Anthropic history (``sdk=True``: only block types and keys the SDK types know)."""
+    messages: list[Any] = [{"role": "user", "content": "Please fix the failing test."}]
+    for _ in range(draw(st.integers(0, max_blocks))):
+        calls = draw(st.lists(st.tuples(st.sampled_from(CALL_IDS), st.sampled_from(TOOL_NAMES)), max_size=3))
+        content: list[dict[str, Any]] = []
+        if draw(st.booleans()) or not calls:
+            content.append({"type": "text", "text": draw(st.sampled_from(["Let me look.", "ok", "🙂"]))})
+        for cid, name in calls:
+            content.append({"type": "tool_use", "id": cid, "name": name, "input": {"path": "a.py"}})
+        if not sdk and draw(st.integers(0, 5)) == 0:
+            content.append({"type": "future_block", "payload": [1, 2]})
+        assistant: dict[str, Any] = {"role": "assistant", "content": content}
+        if not sdk:
+            assistant.update(draw(_unknown_keys()))
+        messages.append(assistant)
+
+        # results: a shuffled subset of the calls, plus orphans and duplicates
+        results = [draw(_anthropic_result(cid, sdk)) for cid in draw(_answered_ids(calls))]
+        results = draw(st.permutations(results))
+        if not results:
+            if draw(st.booleans()):
+                messages.append(draw(_anthropic_user_text(sdk)))
+            continue
+        split = draw(st.integers(0, len(results)))
+        first, second = results[:split], results[split:]
+        if first:
+            tail: list[dict[str, Any]] = []
+            if draw(st.booleans()):
+                tail.append({"type": "text", "text": "Here you go."})
+            messages.append({"role": "user", "content": first + tail})
+        if second:
+            # displaced: a user message interposed before the rest of the results
+            messages.append(draw(_anthropic_user_text(sdk)))
+            messages.append({"role": "user", "content": second})
+    if messages[-1]["role"] == "assistant" and draw(st.booleans()):
+        messages.append({"role": "user", "content": "continue"})
+    return messages
+
+
+def sdk_anthropic_histories(max_blocks: int = 6) -> st.SearchStrategy[list[Any]]:
+    """Broken Anthropic histories using only what ``anthropic.types.MessageParam`` describes."""
+    return anthropic_histories(sdk=True, max_blocks=max_blocks)
+
+
+# ------------------------------------------------------------------------------------- OpenAI Chat
+
+
+@st.composite
+def _openai_tool_message(draw: st.DrawFn, call_id: str, sdk: bool) -> dict[str, Any]:
+    text = draw(result_texts())
+    message: dict[str, Any] = {"role": "tool", "tool_call_id": call_id}
+    if draw(st.integers(0, 3)) == 0:
+        message["content"] = [{"type": "text", "text": text}]
+    else:
+        message["content"] = text
+    if not sdk:
+        message.update(draw(_unknown_keys()))
+    return message
+
+
+@st.composite
+def _openai_user(draw: st.DrawFn) -> dict[str, Any]:
+    if draw(st.booleans()):
+        return {"role": "user", "content": draw(st.sampled_from(["go on", "stop!", "中文 🙂"]))}
+    return {
+        "role": "user",
+        "content": [
+            {"type": "text", "text": "see the screenshot"},
+            {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}},
+        ],
+    }
+
+
+@st.composite
+def openai_chat_histories(draw: st.DrawFn, sdk: bool = False, max_blocks: int = 6) -> list[Any]:
+    """A broken OpenAI Chat Completions history."""
+    messages: list[Any] = [
+        {"role": "system", "content": "You are a coding agent."},
+        {"role": "user", "content": "Please fix the failing test."},
+    ]
+    for _ in range(draw(st.integers(0, max_blocks))):
+        calls = draw(st.lists(st.tuples(st.sampled_from(CALL_IDS), st.sampled_from(TOOL_NAMES)), max_size=3))
+        assistant: dict[str, Any] = {"role": "assistant"}
+        assistant["content"] = draw(st.sampled_from([None, "", "Let me look.", "中文 🙂"]))
+        if not calls and not assistant["content"]:
+            assistant["content"] = "ok"
+        if calls:
+            assistant["tool_calls"] = [
+                {
+                    "id": cid,
+                    "type": "function",
+                    "function": {"name": name, "arguments": '{"path": "a.py"}'},
+                }
+                for cid, name in calls
+            ]
+        if not sdk:
+            assistant.update(draw(_unknown_keys()))
+        messages.append(assistant)
+        tools = [draw(_openai_tool_message(cid, sdk)) for cid in draw(_answered_ids(calls))]
+        tools = draw(st.permutations(tools))
+        split = draw(st.integers(0, len(tools)))
+        messages.extend(tools[:split])
+        if split < len(tools) or draw(st.booleans()):
+            messages.append(draw(_openai_user()))
+        messages.extend(tools[split:])
+    return messages
+
+
+def sdk_openai_chat_histories(max_blocks: int = 6) -> st.SearchStrategy[list[Any]]:
+    """Broken OpenAI Chat histories using only what ``ChatCompletionMessageParam`` describes."""
+    return openai_chat_histories(sdk=True, max_blocks=max_blocks)
+
+
+def histories(max_blocks: int = 6) -> st.SearchStrategy[tuple[str, list[Any]]]:
+    """``(format name, history)`` pairs in either format."""
+    return st.one_of(
+        anthropic_histories(max_blocks=max_blocks).map(lambda h: ("anthropic", h)),
+        openai_chat_histories(max_blocks=max_blocks).map(lambda h: ("openai-chat", h)),
+    )
+
+
+# ------------------------------------------------------------------ hand-written example builders
+
+
+def tool_use(call_id: str, name: str = "ls", **extra: Any) -> dict[str, Any]:
+    """An Anthropic ``tool_use`` block."""
+    return {"type": "tool_use", "id": call_id, "name": name, "input": {}, **extra}
+
+
+def tool_result(call_id: str, content: Any = "ok", **extra: Any) -> dict[str, Any]:
+    """An Anthropic ``tool_result`` block."""
+    return {"type": "tool_result", "tool_use_id": call_id, "content": content, **extra}
+
+
+def user(*blocks: Any) -> dict[str, Any]:
+    """An Anthropic user message: a string, or blocks."""
+    if len(blocks) == 1 and isinstance(blocks[0], str):
+        return {"role": "user", "content": blocks[0]}
+    return {"role": "user", "content": list(blocks)}
+
+
+def assistant(*blocks: Any) -> dict[str, Any]:
+    """An Anthropic assistant message; strings become text blocks."""
+    content = [{"type": "text", "text": b} if isinstance(b, str) else b for b in blocks]
+    return {"role": "assistant", "content": content}
+
+
+def anthropic_turns(*results: tuple[str, str, Any]) -> list[Any]:
+    """A valid Anthropic history with one block per ``(id, tool name, result content)``."""
+    messages: list[Any] = [user("start")]
+    for call_id, name, content in results:
+        messages += [assistant(tool_use(call_id, name)), user(tool_result(call_id, content))]
+    return messages
+
+
+def oa_assistant(*calls: tuple[str, str], content: str | None = None) -> dict[str, Any]:
+    """An OpenAI Chat assistant message with ``(id, name)`` tool calls."""
+    message: dict[str, Any] = {"role": "assistant", "content": content}
+    if calls:
+        message["tool_calls"] = [
+            {"id": cid, "type": "function", "function": {"name": name, "arguments": "{}"}}
+            for cid, name in calls
+        ]
+    return message
+
+
+def oa_tool(call_id: str, content: Any = "ok") -> dict[str, Any]:
+    """An OpenAI Chat tool message."""
+    return {"role": "tool", "tool_call_id": call_id, "content": content}
+
+
+def oa_user(content: Any = "go on") -> dict[str, Any]:
+    """An OpenAI Chat user message."""
+    return {"role": "user", "content": content}

@@ -1,0 +1,111 @@
+"""Properties of ``prepare`` over generated broken histories, in both formats (SPEC 1, 2, 5, 7)."""
+
+from __future__ import annotations
+
+import copy
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from hypothesis import given
+
+import toolkeep
+from toolkeep.messages import ToolResultPart
+from toolkeep.shorten import CCR_MARKER_RE, archive_key
+
+from .strategies import histories, property_settings
+
+TOOLKEEP = [sys.executable, "-m", "toolkeep"]
+
+
+def result_texts(fmt: str, messages: list[Any]) -> list[str]:
+    """The text of every tool result in a history, as the format adapter reads it."""
+    history = toolkeep.get_format(fmt).load(messages)
+    return [p.text for m in history for p in m.parts if isinstance(p, ToolResultPart)]
+
+
+def prepared_with(workspace: Path, fmt: str, messages: list[Any]) -> tuple[list[Any], toolkeep.Report]:
+    with toolkeep.Session(toolkeep.Config(), workspace=workspace) as session:
+        return session.prepare(messages, format=fmt)
+
+
+class TestPrepareProperties:
+    @property_settings(60)
+    @given(case=histories())
+    def test_output_passes_validator_and_input_untouched(
+        self, case: tuple[str, list[Any]], tmp_path_factory: Any
+    ) -> None:
+        """The output has no pairing violation and the caller's history is not mutated."""
+        fmt, history = case
+        before = copy.deepcopy(history)
+        out, _ = prepared_with(tmp_path_factory.mktemp("ws"), fmt, history)
+        assert history == before
+        assert toolkeep.validate(out, fmt) == []
+
+    @property_settings(60)
+    @given(case=histories())
+    def test_idempotent_and_deterministic(self, case: tuple[str, list[Any]], tmp_path_factory: Any) -> None:
+        """prepare(prepare(h)) == prepare(h), and two runs give byte-identical JSON."""
+        fmt, history = case
+        ws = tmp_path_factory.mktemp("ws")
+        with toolkeep.Session(toolkeep.Config(), workspace=ws) as session:
+            once, _ = session.prepare(history, format=fmt)
+            again, _ = session.prepare(history, format=fmt)
+            twice, _ = session.prepare(once, format=fmt)
+        assert json.dumps(once) == json.dumps(again)
+        assert twice == once
+        # a second session on the same workspace gives the same bytes too
+        other, _ = prepared_with(ws, fmt, history)
+        assert json.dumps(other) == json.dumps(once)
+
+    @property_settings(60)
+    @given(case=histories())
+    def test_every_shortened_result_is_recoverable(
+        self, case: tuple[str, list[Any]], tmp_path_factory: Any
+    ) -> None:
+        """Persisted files equal their originals; every new marker resolves to an original."""
+        fmt, history = case
+        ws = tmp_path_factory.mktemp("ws")
+        originals = set(result_texts(fmt, history))
+        carried = {k for t in originals for k in CCR_MARKER_RE.findall(t)}
+        with toolkeep.Session(toolkeep.Config(), workspace=ws) as session:
+            out, _ = session.prepare(history, format=fmt)
+            for text in result_texts(fmt, out):
+                if text in originals or text == toolkeep.MISSING_RESULT_TEXT:
+                    continue
+                keys = [k for k in CCR_MARKER_RE.findall(text) if k not in carried]
+                assert keys, f"shortened result without a new marker: {text[:200]!r}"
+                for key in keys:
+                    assert session.recall(key) in originals
+        for path in (ws / "tool-results").iterdir():
+            content = path.read_bytes().decode("utf-8", "surrogatepass")
+            assert content in originals
+            assert path.name.endswith(f"_{archive_key(content)}.txt")
+            assert str(path) in json.dumps(out, ensure_ascii=False)
+
+
+class TestAcrossProcesses:
+    @property_settings(8)
+    @given(case=histories(max_blocks=4))
+    def test_two_cli_processes_share_a_workspace_byte_identically(
+        self, case: tuple[str, list[Any]], tmp_path_factory: Any
+    ) -> None:
+        """Two separate `toolkeep prepare --workspace` processes write byte-identical output."""
+        fmt, history = case
+        tmp = tmp_path_factory.mktemp("cli")
+        source = tmp / "in.json"
+        source.write_text(json.dumps(history), encoding="utf-8")
+        outputs = []
+        for n in range(2):
+            target = tmp / f"out{n}.json"
+            subprocess.run(
+                [*TOOLKEEP, "prepare", str(source), "-o", str(target), "--format", fmt,
+                 "--workspace", str(tmp / "ws")],
+                check=True, capture_output=True,
+            )  # fmt: skip
+            outputs.append(target.read_bytes())
+        assert outputs[0] == outputs[1]
+        in_process, _ = prepared_with(tmp / "ws", fmt, history)
+        assert json.loads(outputs[0]) == in_process
