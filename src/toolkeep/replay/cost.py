@@ -1,0 +1,167 @@
+"""The prompt-cache-aware cost model of a replay.
+
+Costs are in base-input-token units: one token sent uncached costs 1. The model follows how
+provider prompt caches price input (Anthropic's: cache reads at 0.1x, cache writes at 1.25x of the
+base input price):
+
+- the client caches each request's full prefix, so request *k* pays 0.1x for the longest common
+  prefix it shares with request *k-1*, measured on the serialized request, and 1.25x for the rest
+  (written to the cache for request *k+1*);
+- the first request of a session has nothing cached and pays 1.25x for all of it.
+
+A request is serialized as ``{"system": ..., "messages": [...]}`` (compact JSON, UTF-8 text,
+``system`` left out when the log has none). It is kept as *segments* (the opening, then one per
+message, then the closing) so that the prefix shared with the previous request is found, and its
+tokens counted, without re-joining or re-tokenizing what did not change.
+
+Not modelled: minimum cacheable lengths, cache lifetimes, output tokens, and the tool
+definitions sent with each request (the logs do not record them; they would add the same
+cached prefix to both sides).
+
+>>> from toolkeep.replay.tokens import get_counter
+>>> c = get_counter("chars")
+>>> first = request_cost(None, ["abcdefgh"], c)     # 2 tokens, nothing cached
+>>> first.cost
+2.5
+>>> request_cost(["abcdefgh"], ["abcdefgh", "ijkl"], c).cost   # 2 cached, 1 written
+1.45
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .tokens import TokenCounter
+
+__all__ = [
+    "CACHE_READ",
+    "CACHE_WRITE",
+    "CLOSING",
+    "RequestCost",
+    "common_prefix_length",
+    "opening_segment",
+    "request_cost",
+    "request_segments",
+    "serialize_message",
+]
+
+CACHE_READ = 0.1
+"""Price of a cached input token, as a fraction of the base input price."""
+CACHE_WRITE = 1.25
+"""Price of an input token written to the cache, as a multiple of the base input price."""
+
+
+@dataclass(frozen=True, slots=True)
+class RequestCost:
+    """Size and cost of one request."""
+
+    chars: int
+    tokens: int
+    cached_tokens: int
+    """Tokens of the prefix shared with the previous request (read from the cache)."""
+    cost: float
+    """``CACHE_READ * cached_tokens + CACHE_WRITE * (tokens - cached_tokens)``."""
+
+
+def serialize_message(message: Any) -> str:
+    """The compact JSON text of one message, as it goes into a request."""
+    return json.dumps(message, ensure_ascii=False, separators=(",", ":"), default=_sdk_object)
+
+
+def _sdk_object(value: Any) -> Any:
+    # SDK message objects (pydantic models) serialize through their own dict form.
+    dump = getattr(value, "model_dump", None)
+    if callable(dump):
+        return dump(mode="json", exclude_none=True)
+    return str(value)
+
+
+CLOSING = "]}"
+
+
+def opening_segment(system: str | None) -> str:
+    """The start of a serialized request, up to its first message."""
+    if system is None:
+        return '{"messages":['
+    return '{"system":' + json.dumps(system, ensure_ascii=False) + ',"messages":['
+
+
+def request_segments(system: str | None, message_texts: Sequence[str]) -> list[str]:
+    """The serialized request ``{"system":...,"messages":[...]}`` as segments that join to it.
+
+    Every message but the first carries the comma before it.
+    """
+    segments = [opening_segment(system)]
+    segments.extend(t if i == 0 else "," + t for i, t in enumerate(message_texts))
+    segments.append(CLOSING)
+    return segments
+
+
+def _common_prefix(a: str, b: str) -> int:
+    """Length of the longest common prefix of two strings."""
+    n = min(len(a), len(b))
+    if a[:n] == b[:n]:
+        return n
+    lo, hi = 0, n  # a[:lo] == b[:lo], a[:hi] != b[:hi]
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if a[lo:mid] == b[lo:mid]:
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+def common_prefix_length(a: Sequence[str], b: Sequence[str]) -> tuple[int, int, int]:
+    """Where the joined segments ``a`` and ``b`` first differ.
+
+    Returns ``(chars, whole, partial)``: the length of the common prefix of ``"".join(a)`` and
+    ``"".join(b)``, the number of leading segments of ``b`` that are wholly inside it, and how many
+    chars of the next segment of ``b`` are.
+    """
+    whole = 0
+    chars = 0
+    while whole < len(a) and whole < len(b) and (a[whole] is b[whole] or a[whole] == b[whole]):
+        chars += len(b[whole])
+        whole += 1
+    if whole == len(a) or whole == len(b):
+        return chars, whole, 0
+    # The first differing pair; when one is a prefix of the other the match runs on into the
+    # following segments, so compare the joined remainders.
+    rest_a, rest_b = a[whole], b[whole]
+    if rest_a.startswith(rest_b) or rest_b.startswith(rest_a):
+        rest_a, rest_b = "".join(a[whole:]), "".join(b[whole:])
+    shared = _common_prefix(rest_a, rest_b)
+    # Convert the shared chars into whole segments of b plus a partial one.
+    for seg in b[whole:]:
+        if shared < len(seg):
+            break
+        shared -= len(seg)
+        chars += len(seg)
+        whole += 1
+    return chars + shared, whole, shared
+
+
+def request_cost(
+    previous: Sequence[str] | None, segments: Sequence[str], counter: TokenCounter
+) -> RequestCost:
+    """Size and cache-aware cost of the request ``segments``, sent after ``previous``.
+
+    Tokens are counted per segment and summed (BPE merges across a segment boundary are rare and
+    would only move a token or two); the cached part is the tokens of the whole shared segments
+    plus those of the shared start of the next one.
+    """
+    chars = sum(len(s) for s in segments)
+    tokens = sum(counter.count(s) for s in segments)
+    cached = 0
+    if previous is not None:
+        _, whole, partial = common_prefix_length(previous, segments)
+        cached = sum(counter.count(s) for s in segments[:whole])
+        if partial and whole < len(segments):
+            cached += counter.count(segments[whole][:partial])
+        cached = min(cached, tokens)
+    cost = CACHE_READ * cached + CACHE_WRITE * (tokens - cached)
+    return RequestCost(chars, tokens, cached, round(cost, 6))

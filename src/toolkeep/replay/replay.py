@@ -1,0 +1,265 @@
+"""Replay a recorded session turn by turn, with and without toolkeep, and measure both.
+
+For each assistant message at index *i* of a recorded history, the request the agent sent before
+it is ``history[:i]``. The replay sends every such request twice, on paper: as recorded
+("without") and through ``Session.prepare`` ("with"; one Session per recorded session, as an
+agent would use it), and measures each request's size and cache-aware cost
+(:mod:`toolkeep.replay.cost`). The model's replies stay as recorded: a replay shows what toolkeep
+would have sent for the same conversation, not how the model would have answered it.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..config import Config
+from ..formats import get_format
+from ..report import REPAIR_KINDS, Report
+from ..session import Session
+from ..shorten import CCR_MARKER_RE
+from .cost import CLOSING, RequestCost, opening_segment, request_cost, serialize_message
+from .importers import RecordedSession
+from .tokens import TokenCounter
+
+__all__ = ["ReplayResult", "Side", "combine", "replay_session", "request_ends"]
+
+RESULT_COUNTS = ("total", "capped", "persisted", "truncated", "summarized", "preserved")
+
+
+@dataclass
+class Side:
+    """Totals of one side (with or without toolkeep) over the requests of a replay."""
+
+    tokens: int = 0
+    """Input tokens sent, summed over every request."""
+    chars: int = 0
+    peak_tokens: int = 0
+    """The largest single request: the peak context."""
+    cached_tokens: int = 0
+    cost: float = 0.0
+    """Cache-aware cost in base-input-token units (see :mod:`toolkeep.replay.cost`)."""
+    per_turn: list[int] = field(default_factory=list, repr=False)
+    """Tokens of each request, in order (the context size per turn)."""
+
+    def add(self, rc: RequestCost) -> None:
+        self.tokens += rc.tokens
+        self.chars += rc.chars
+        self.cached_tokens += rc.cached_tokens
+        self.cost += rc.cost
+        self.peak_tokens = max(self.peak_tokens, rc.tokens)
+        self.per_turn.append(rc.tokens)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "tokens": self.tokens,
+            "chars": self.chars,
+            "peak_tokens": self.peak_tokens,
+            "cached_tokens": self.cached_tokens,
+            "cost": round(self.cost, 2),
+        }
+
+
+@dataclass
+class ReplayResult:
+    """What one recorded session's replay measured."""
+
+    source: str
+    format: str
+    api_format: str
+    turns: int
+    messages: int
+    without: Side
+    with_: Side
+    repairs: dict[str, int] = field(default_factory=dict)
+    """Distinct repairs (kind and call id) made over all requests, by kind."""
+    results: dict[str, int] = field(default_factory=dict)
+    """What the last request's tool results went through (counts from toolkeep's report)."""
+    recoverable: dict[str, int] = field(default_factory=dict)
+    prepare_seconds: float = 0.0
+    dumps_seconds: float = 0.0
+    """Time ``json.dumps`` took on each recorded request (only measured with ``timing=True``)."""
+    notes: dict[str, int] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form ``toolkeep replay --json`` prints for a session."""
+        out: dict[str, Any] = {
+            "source": self.source,
+            "format": self.format,
+            "api_format": self.api_format,
+            "turns": self.turns,
+            "messages": self.messages,
+            "without": self.without.to_dict(),
+            "with": self.with_.to_dict(),
+            "ratios": ratios(self.without, self.with_),
+            "repairs": dict(self.repairs),
+            "results": dict(self.results),
+            "recoverable": dict(self.recoverable),
+            "prepare_seconds": round(self.prepare_seconds, 4),
+        }
+        if self.dumps_seconds:
+            out["dumps_seconds"] = round(self.dumps_seconds, 4)
+        if self.notes:
+            out["import_notes"] = dict(self.notes)
+        return out
+
+
+def ratios(without: Side, with_: Side) -> dict[str, float | None]:
+    """With over without, for tokens sent, peak context and cost (None when without is 0)."""
+
+    def ratio(a: float, b: float) -> float | None:
+        return round(a / b, 4) if b else None
+
+    return {
+        "tokens": ratio(with_.tokens, without.tokens),
+        "peak_tokens": ratio(with_.peak_tokens, without.peak_tokens),
+        "cost": ratio(with_.cost, without.cost),
+    }
+
+
+def request_ends(recorded: RecordedSession) -> list[int]:
+    """The end (exclusive) of each request: the index of each assistant message but a first one."""
+    history = get_format(recorded.api_format).load(recorded.messages)
+    return [i for i, m in enumerate(history) if m.role == "assistant" and i > 0]
+
+
+class _Serializer:
+    """Request segments, serializing each message object once while it stays in the requests."""
+
+    def __init__(self, system: str | None) -> None:
+        self.opening = opening_segment(system)
+        self._cache: dict[int, tuple[Any, str, str]] = {}
+
+    def segments(self, messages: list[Any]) -> list[str]:
+        cache: dict[int, tuple[Any, str, str]] = {}
+        segments = [self.opening]
+        for i, m in enumerate(messages):
+            entry = self._cache.get(id(m))
+            if entry is None or entry[0] is not m:
+                text = serialize_message(m)
+                entry = (m, text, "," + text)
+            cache[id(m)] = entry
+            segments.append(entry[2] if i else entry[1])
+        # Keep only what this request holds: ids of dropped objects may be reused.
+        self._cache = cache
+        segments.append(CLOSING)
+        return segments
+
+
+def replay_session(
+    recorded: RecordedSession,
+    counter: TokenCounter,
+    *,
+    config: Config | None = None,
+    timing: bool = False,
+    on_turn: Callable[[int, int], None] | None = None,
+) -> ReplayResult:
+    """Replay ``recorded`` through one :class:`~toolkeep.Session` and measure both sides.
+
+    ``on_turn(done, total)`` is called after each request (for a progress bar). With ``timing``
+    the time of ``json.dumps`` on each recorded request is measured too, as a yardstick.
+    """
+    ends = request_ends(recorded)
+    messages = recorded.messages
+    without, with_ = Side(), Side()
+    raw_ser, kept_ser = _Serializer(recorded.system), _Serializer(recorded.system)
+    prev_raw: list[str] | None = None
+    prev_kept: list[str] | None = None
+    repairs: set[tuple[str, str]] = set()
+    report = Report()
+    prepared: list[Any] = []
+    prepare_seconds = dumps_seconds = 0.0
+    recoverable: dict[str, int] = {}
+    with Session(config if config is not None else Config()) as session:
+        for done, end in enumerate(ends, 1):
+            request = messages[:end]
+            t0 = time.perf_counter()
+            prepared, report = session.prepare(request, format=recorded.api_format)
+            prepare_seconds += time.perf_counter() - t0
+            if timing:
+                t0 = time.perf_counter()
+                json.dumps(request, ensure_ascii=False)
+                dumps_seconds += time.perf_counter() - t0
+            repairs.update((r.kind, r.id) for r in report.repairs)
+            raw = raw_ser.segments(request)
+            kept = kept_ser.segments(prepared)
+            without.add(request_cost(prev_raw, raw, counter))
+            with_.add(request_cost(prev_kept, kept, counter))
+            prev_raw, prev_kept = raw, kept
+            if on_turn is not None:
+                on_turn(done, len(ends))
+        if ends:
+            recoverable = _recoverable(session, prev_kept or [], report)
+    by_kind = {kind: sum(1 for k, _ in repairs if k == kind) for kind in REPAIR_KINDS}
+    return ReplayResult(
+        source=recorded.source,
+        format=recorded.format,
+        api_format=recorded.api_format,
+        turns=len(ends),
+        messages=len(messages),
+        without=without,
+        with_=with_,
+        repairs={k: v for k, v in by_kind.items() if v},
+        results={name: getattr(report, name) for name in RESULT_COUNTS},
+        recoverable=recoverable,
+        prepare_seconds=prepare_seconds,
+        dumps_seconds=dumps_seconds,
+        notes=dict(recorded.notes),
+    )
+
+
+def _recoverable(session: Session, segments: list[str], report: Report) -> dict[str, int]:
+    """How much of what the last request left out can be recalled, checked against the store."""
+    keys = set(CCR_MARKER_RE.findall("".join(segments)))
+    recalled = 0
+    recalled_chars = 0
+    for key in keys:
+        original = session.recall(key)
+        if original is not None:
+            recalled += 1
+            recalled_chars += len(original)
+    return {
+        "markers": len(keys),
+        "recallable": recalled,
+        "original_chars": recalled_chars,
+        "omitted_chars": max(report.chars_before - report.chars_after, 0),
+    }
+
+
+def combine(results: Iterable[ReplayResult]) -> dict[str, Any]:
+    """The ``total`` of a replay: every count summed over the sessions."""
+    results = list(results)
+    without, with_ = Side(), Side()
+    for r in results:
+        for total, side in ((without, r.without), (with_, r.with_)):
+            total.tokens += side.tokens
+            total.chars += side.chars
+            total.cached_tokens += side.cached_tokens
+            total.cost += round(side.cost, 2)
+            total.peak_tokens += side.peak_tokens
+
+    def summed(attr: str) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for r in results:
+            for k, v in getattr(r, attr).items():
+                out[k] = out.get(k, 0) + v
+        return out
+
+    return {
+        "sessions": len(results),
+        "turns": sum(r.turns for r in results),
+        "without": without.to_dict(),
+        "with": with_.to_dict(),
+        "max_peak_tokens": {
+            "without": max((r.without.peak_tokens for r in results), default=0),
+            "with": max((r.with_.peak_tokens for r in results), default=0),
+        },
+        "ratios": ratios(without, with_),
+        "repairs": summed("repairs"),
+        "results": summed("results"),
+        "recoverable": summed("recoverable"),
+        "prepare_seconds": round(sum(r.prepare_seconds for r in results), 4),
+    }
