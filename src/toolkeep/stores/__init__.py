@@ -1,13 +1,47 @@
 """Archive stores: where the originals behind ``<<ccr:KEY>>`` markers are kept.
 
-Every store implements :class:`ArchiveStore`; :func:`open_store` makes one from a URL.
+Every store implements :class:`ArchiveStore`; :func:`open_store` makes one from a URL
+(``memory://``, ``file:///dir``, ``sqlite:///file.db``, ``redis://host:port/db``). The SQLite and
+Redis stores are imported only when used (Redis needs ``pip install 'toolkeep[redis]'``).
 """
 
 from __future__ import annotations
 
-from ._base import ArchiveStore, StoreStats, validate_key
+from typing import TYPE_CHECKING, Any
+
+from ._base import ArchiveStore, Clock, GcResult, Limits, StoreStats, validate_key
 from .file import FileStore
 from .memory import MemoryStore
-from .url import open_store
+from .url import open_store, parse_limits
 
-__all__ = ["ArchiveStore", "FileStore", "MemoryStore", "StoreStats", "open_store", "validate_key"]
+if TYPE_CHECKING:  # pragma: no cover
+    from .redis import RedisStore
+    from .sqlite import SQLiteStore
+
+__all__ = [
+    "ArchiveStore",
+    "Clock",
+    "FileStore",
+    "GcResult",
+    "Limits",
+    "MemoryStore",
+    "RedisStore",
+    "SQLiteStore",
+    "StoreStats",
+    "open_store",
+    "parse_limits",
+    "validate_key",
+]
+
+
+def __getattr__(name: str) -> Any:
+    # lazy: the Redis module imports redis-py on use, and neither is needed for the default store
+    if name == "RedisStore":
+        from .redis import RedisStore
+
+        return RedisStore
+    if name == "SQLiteStore":
+        from .sqlite import SQLiteStore
+
+        return SQLiteStore
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

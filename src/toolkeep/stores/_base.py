@@ -1,23 +1,54 @@
-"""The archive store protocol and what every backend shares."""
+"""The archive store protocol and what every backend shares: keys, limits, stats, eviction order.
+
+Every backend keeps the same promises (``tests/test_stores.py`` holds them to it):
+
+- ``put`` is idempotent: a key already stored keeps its text and only counts as used.
+- ``get`` answers ``None`` for a key that is unknown, evicted or expired; never raises for that.
+- Limits (:class:`Limits`): a size cap in UTF-8 bytes, an optional entry cap, and a TTL counted
+  from the last use (``put`` or ``get``). Over a cap, the least recently used entries go first.
+  An original bigger than the whole size cap is refused with :class:`StoreError`.
+- Time comes from an injectable ``clock`` (seconds, like :func:`time.time`), so tests move it
+  instead of sleeping.
+- Backend failures surface as :class:`StoreError`, chained ``from`` the backend's own error.
+- Keys are validated (:func:`validate_key`) before they reach a path or a server.
+"""
 
 from __future__ import annotations
 
 import re
+import time
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 from types import TracebackType
 from typing import Any, Protocol, runtime_checkable
 
-from ..exceptions import InvalidKeyError
+from ..exceptions import ConfigError, InvalidKeyError, StoreError
 
-__all__ = ["ArchiveStore", "StoreStats", "validate_key"]
+__all__ = [
+    "ArchiveStore",
+    "Clock",
+    "GcResult",
+    "Limits",
+    "StoreBase",
+    "StoreStats",
+    "decode_text",
+    "encode_text",
+    "validate_key",
+]
 
 _KEY = re.compile(r"[0-9a-f]{16}")
+
+Clock = Callable[[], float]
+"""Seconds since some fixed point; :func:`time.time` unless a test injects its own."""
 
 
 def validate_key(key: object) -> str:
     """Return ``key`` if it is an archive key (16 lowercase hex digits), else raise.
 
     Called before a key touches a filesystem path or a server command.
+
+        >>> validate_key("0123456789abcdef")
+        '0123456789abcdef'
     """
     if not isinstance(key, str) or not _KEY.fullmatch(key):
         shown = repr(key) if len(repr(key)) <= 40 else repr(key)[:37] + "..."
@@ -25,9 +56,73 @@ def validate_key(key: object) -> str:
     return key
 
 
+def encode_text(text: str) -> bytes:
+    """The stored bytes of an original: UTF-8, lone surrogates kept (a JSON ``str`` may hold them)."""
+    return text.encode("utf-8", "surrogatepass")
+
+
+def decode_text(data: bytes) -> str:
+    """The inverse of :func:`encode_text`."""
+    return data.decode("utf-8", "surrogatepass")
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """What a store may hold: ``max_bytes`` (UTF-8 bytes of the originals), ``max_entries``, and
+    ``ttl`` (seconds since last use). ``None`` means no limit.
+
+        >>> Limits(max_bytes=1_000, ttl=60).expired(used=0.0, now=60.0)
+        True
+    """
+
+    max_bytes: int | None = None
+    max_entries: int | None = None
+    ttl: float | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("max_bytes", "max_entries"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+                raise ConfigError(f"store {name} must be a positive integer, got {value!r}")
+        if self.ttl is not None and (isinstance(self.ttl, bool) or not self.ttl > 0):
+            raise ConfigError(f"store ttl must be a positive number of seconds, got {self.ttl!r}")
+
+    def expired(self, used: float, now: float) -> bool:
+        """True when an entry last used at ``used`` is past its TTL at ``now``."""
+        return self.ttl is not None and now - used >= self.ttl
+
+    def check_fits(self, key: str, size: int) -> None:
+        """Refuse an original that could never fit, rather than evict everything for nothing."""
+        if self.max_bytes is not None and size > self.max_bytes:
+            raise StoreError(
+                f"original {key} is {size:,} bytes, more than the store's whole cap of {self.max_bytes:,}"
+            )
+
+    def over(self, total_bytes: int, entries: int) -> bool:
+        """True while a store holding ``entries`` originals of ``total_bytes`` must evict."""
+        return (self.max_bytes is not None and total_bytes > self.max_bytes) or (
+            self.max_entries is not None and entries > self.max_entries
+        )
+
+    def victims(self, by_age: Iterable[tuple[str, int]], total_bytes: int, entries: int) -> list[str]:
+        """Keys to evict, oldest first, from ``(key, size)`` pairs in least-recently-used order."""
+        out: list[str] = []
+        for key, size in by_age:
+            if not self.over(total_bytes, entries):
+                break
+            out.append(key)
+            total_bytes -= size
+            entries -= 1
+        return out
+
+
 @dataclass(frozen=True, slots=True)
 class StoreStats:
-    """What a store holds and what it has done."""
+    """What a store holds and what it has done.
+
+    ``hits``/``misses``/``evictions``/``expirations`` count since the store was opened, except
+    where the backend keeps them itself (SQLite and Redis count across processes).
+    """
 
     backend: str
     entries: int
@@ -36,9 +131,21 @@ class StoreStats:
     misses: int = 0
     evictions: int = 0
     expirations: int = 0
+    max_bytes: int | None = None
+    max_entries: int | None = None
+    ttl: float | None = None
 
     def as_dict(self) -> dict[str, Any]:
+        """The stats as a plain dict (for JSON)."""
         return asdict(self)
+
+
+@dataclass(frozen=True, slots=True)
+class GcResult:
+    """What :meth:`ArchiveStore.gc` removed."""
+
+    expired: int
+    evicted: int
 
 
 @runtime_checkable
@@ -46,16 +153,19 @@ class ArchiveStore(Protocol):
     """Keeps originals by key. Implementations must be safe to call from several threads."""
 
     def put(self, key: str, text: str) -> None:
-        """Store ``text`` under ``key`` (a no-op if it is already there)."""
+        """Store ``text`` under ``key`` (only a use of the entry if it is already there)."""
 
     def get(self, key: str) -> str | None:
-        """The text stored under ``key``, or ``None`` if unknown or expired."""
+        """The text stored under ``key``, or ``None`` if unknown, evicted or expired."""
 
     def delete(self, key: str) -> bool:
         """Remove ``key``; ``True`` if it was there."""
 
     def stats(self) -> StoreStats:
         """Counts of entries, bytes and cache events."""
+
+    def gc(self) -> GcResult:
+        """Remove every expired entry and evict down to the caps."""
 
     def close(self) -> None:
         """Release connections and handles. Safe to call more than once."""
@@ -71,9 +181,31 @@ class ArchiveStore(Protocol):
 
 
 class StoreBase:
-    """Context-manager plumbing shared by the built-in stores."""
+    """Limits, clock, counters and context-manager plumbing shared by the built-in stores."""
+
+    backend = "base"
+
+    def __init__(self, *, limits: Limits | None = None, clock: Clock | None = None) -> None:
+        self.limits = limits if limits is not None else Limits()
+        self.clock: Clock = clock if clock is not None else time.time
+        self._hits = self._misses = self._evictions = self._expirations = 0
+
+    def _stats(self, entries: int, size: int) -> StoreStats:
+        return StoreStats(
+            self.backend,
+            entries,
+            size,
+            self._hits,
+            self._misses,
+            self._evictions,
+            self._expirations,
+            self.limits.max_bytes,
+            self.limits.max_entries,
+            self.limits.ttl,
+        )
 
     def close(self) -> None:
+        """Release what the store holds (nothing, by default)."""
         return None
 
     def __enter__(self) -> Any:

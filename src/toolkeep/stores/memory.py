@@ -3,41 +3,114 @@
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
+from dataclasses import dataclass
 
-from ._base import StoreBase, StoreStats, validate_key
+from ._base import Clock, GcResult, Limits, StoreBase, StoreStats, encode_text, validate_key
 
 __all__ = ["MemoryStore"]
 
 
-class MemoryStore(StoreBase):
-    """Keeps originals in a dict; gone when the process ends."""
+@dataclass(slots=True)
+class _Entry:
+    text: str
+    size: int
+    used: float
 
-    def __init__(self) -> None:
-        self._data: dict[str, str] = {}
+
+class MemoryStore(StoreBase):
+    """Keeps originals in an ordered dict (least recently used first); gone when the process ends.
+
+    >>> with MemoryStore(limits=Limits(max_entries=1)) as store:
+    ...     store.put("0123456789abcdef", "a")
+    ...     store.put("fedcba9876543210", "b")
+    ...     store.get("0123456789abcdef") is None
+    True
+    """
+
+    backend = "memory"
+
+    def __init__(self, *, limits: Limits | None = None, clock: Clock | None = None) -> None:
+        super().__init__(limits=limits, clock=clock)
+        self._data: OrderedDict[str, _Entry] = OrderedDict()
+        self._bytes = 0
         self._lock = threading.Lock()
-        self._hits = self._misses = 0
 
     def put(self, key: str, text: str) -> None:
+        """Store ``text`` under ``key``; evict the least recently used entries over the caps."""
         validate_key(key)
+        size = len(encode_text(text))
         with self._lock:
-            self._data.setdefault(key, text)
+            now = self.clock()
+            self._expire(now)
+            entry = self._data.get(key)
+            if entry is not None:
+                entry.used = now
+                self._data.move_to_end(key)
+                return
+            self.limits.check_fits(key, size)
+            self._data[key] = _Entry(text, size, now)
+            self._bytes += size
+            self._evict()
 
     def get(self, key: str) -> str | None:
+        """The original under ``key``, or ``None``; a hit counts as a use."""
         validate_key(key)
         with self._lock:
-            text = self._data.get(key)
-            if text is None:
+            now = self.clock()
+            entry = self._data.get(key)
+            if entry is not None and self.limits.expired(entry.used, now):
+                self._remove(key)
+                self._expirations += 1
+                entry = None
+            if entry is None:
                 self._misses += 1
-            else:
-                self._hits += 1
-            return text
+                return None
+            entry.used = now
+            self._data.move_to_end(key)
+            self._hits += 1
+            return entry.text
 
     def delete(self, key: str) -> bool:
+        """Remove ``key``; ``True`` if it was there."""
         validate_key(key)
         with self._lock:
-            return self._data.pop(key, None) is not None
+            return self._remove(key)
 
     def stats(self) -> StoreStats:
+        """Entries, bytes and the counts since this store was made."""
         with self._lock:
-            size = sum(len(t.encode("utf-8", "surrogatepass")) for t in self._data.values())
-            return StoreStats("memory", len(self._data), size, self._hits, self._misses)
+            return self._stats(len(self._data), self._bytes)
+
+    def gc(self) -> GcResult:
+        """Drop expired entries and evict down to the caps."""
+        with self._lock:
+            expired, evicted = self._expirations, self._evictions
+            self._expire(self.clock())
+            self._evict()
+            return GcResult(self._expirations - expired, self._evictions - evicted)
+
+    def _remove(self, key: str) -> bool:
+        entry = self._data.pop(key, None)
+        if entry is None:
+            return False
+        self._bytes -= entry.size
+        return True
+
+    def _expire(self, now: float) -> None:
+        if self.limits.ttl is None:
+            return
+        # the dict is in order of use, so the expired entries are a prefix
+        for key in list(self._data):
+            if not self.limits.expired(self._data[key].used, now):
+                break
+            self._remove(key)
+            self._expirations += 1
+
+    def _evict(self) -> None:
+        if not self.limits.over(self._bytes, len(self._data)):
+            return
+        by_age = [(key, entry.size) for key, entry in self._data.items()]
+        for key in self.limits.victims(by_age, self._bytes, len(self._data)):
+            self._remove(key)
+            self._evictions += 1

@@ -1,30 +1,105 @@
-"""Make a store from a URL (``memory://``, ``file:///dir``)."""
+"""Make a store from a URL.
+
+==========================================  ==============================================
+``memory://``                               a fresh in-memory store
+``file:///path/dir`` (or a bare path)       one file per original in a directory
+``sqlite:///path/archive.db``               one SQLite file (``sqlite://rel/a.db``: relative)
+``redis://[:password@]host:port/db``        a Redis server (``rediss://`` for TLS)
+==========================================  ==============================================
+
+Limits go in the query string and apply to every scheme: ``max_bytes`` (``64M``, ``1G``, or a
+number of bytes), ``max_entries``, ``ttl`` (seconds, or ``30m``, ``12h``, ``7d``); Redis also takes
+``prefix`` (its namespace)::
+
+    redis://127.0.0.1:6379/0?prefix=agent1&max_bytes=256M&ttl=7d
+
+Explicit ``limits`` passed to :func:`open_store` win over the query string.
+"""
 
 from __future__ import annotations
 
-from urllib.parse import unquote, urlsplit
+import re
+from dataclasses import replace
+from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
 from ..exceptions import ConfigError
-from ._base import ArchiveStore
+from ._base import ArchiveStore, Clock, Limits
 from .file import FileStore
 from .memory import MemoryStore
 
-__all__ = ["open_store"]
+__all__ = ["open_store", "parse_limits"]
+
+_SIZE = re.compile(r"(\d+)\s*([KMG]i?B?|B)?", re.IGNORECASE)
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*([smhd]?)", re.IGNORECASE)
+_SIZE_UNITS = {"": 1, "b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
+_SECONDS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
+_OURS = ("max_bytes", "max_entries", "ttl", "prefix")
 
 
-def open_store(url: str) -> ArchiveStore:
-    """Open the store a URL names.
+def parse_limits(query: dict[str, str], url: str = "") -> Limits:
+    """The :class:`Limits` named by a store URL's query parameters."""
+    where = f" in store URL {url!r}" if url else ""
+    max_bytes = max_entries = None
+    ttl = None
+    if "max_bytes" in query:
+        m = _SIZE.fullmatch(query["max_bytes"].strip())
+        if not m:
+            raise ConfigError(f"max_bytes={query['max_bytes']!r}{where}: expected e.g. 1048576, 64M, 1G")
+        max_bytes = int(m[1]) * _SIZE_UNITS[(m[2] or "")[:1].lower()]
+    if "max_entries" in query:
+        if not query["max_entries"].strip().isdigit():
+            raise ConfigError(f"max_entries={query['max_entries']!r}{where}: expected a whole number")
+        max_entries = int(query["max_entries"])
+    if "ttl" in query:
+        m = _DURATION.fullmatch(query["ttl"].strip())
+        if not m:
+            raise ConfigError(f"ttl={query['ttl']!r}{where}: expected seconds, or e.g. 30m, 12h, 7d")
+        ttl = float(m[1]) * _SECONDS[m[2].lower()]
+    return Limits(max_bytes=max_bytes, max_entries=max_entries, ttl=ttl)
 
-    ``memory://`` is a fresh in-memory store; ``file:///path/dir`` (or a bare path) a directory
-    of one file per original.
+
+def open_store(url: str, *, limits: Limits | None = None, clock: Clock | None = None) -> ArchiveStore:
+    """Open the store a URL names (see the module docstring for the schemes).
+
+    >>> open_store("memory://?max_entries=10").stats().max_entries
+    10
     """
     parts = urlsplit(url)
     scheme = parts.scheme.lower()
+    if len(scheme) == 1:  # a Windows drive letter, not a scheme
+        return FileStore(url, limits=limits, clock=clock)
+    query = dict(parse_qsl(parts.query, keep_blank_values=True))
+    unknown = sorted(set(query) - set(_OURS)) if scheme not in ("redis", "rediss", "unix") else []
+    if unknown:
+        raise ConfigError(f"unknown store URL parameter(s) {', '.join(unknown)} in {url!r}")
+    parsed = parse_limits(query, url)
+    if limits is not None:
+        parsed = replace(
+            parsed,
+            **{k: v for k in ("max_bytes", "max_entries", "ttl") if (v := getattr(limits, k)) is not None},
+        )
     if scheme == "memory":
-        return MemoryStore()
-    if scheme == "file" or scheme == "":
-        path = unquote(parts.path if scheme else url)
+        return MemoryStore(limits=parsed, clock=clock)
+    if scheme in ("file", ""):
+        path = unquote(parts.netloc + parts.path) if scheme else parts.path
         if not path:
             raise ConfigError(f"store URL {url!r} names no directory")
-        return FileStore(path)
-    raise ConfigError(f"unsupported store URL scheme {scheme!r} in {url!r} (use memory:// or file://)")
+        return FileStore(path, limits=parsed, clock=clock)
+    if scheme == "sqlite":
+        path = unquote(parts.netloc + parts.path)
+        if not path:
+            raise ConfigError(f"store URL {url!r} names no database file")
+        from .sqlite import SQLiteStore
+
+        return SQLiteStore(path, limits=parsed, clock=clock)
+    if scheme in ("redis", "rediss", "unix"):
+        from .redis import RedisStore
+
+        prefix = query.get("prefix", "toolkeep")
+        rest = [(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if k not in _OURS]
+        server = urlunsplit(parts._replace(query=urlencode(rest)))
+        return RedisStore(server, prefix=prefix, limits=parsed, clock=clock)
+    raise ConfigError(
+        f"unsupported store URL scheme {scheme!r} in {url!r} "
+        "(use memory://, file:///dir, sqlite:///file.db or redis://host:port/db)"
+    )

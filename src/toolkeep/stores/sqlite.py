@@ -1,0 +1,194 @@
+"""An archive store in one SQLite file: local, no server, and it outlives the session.
+
+Point a session at ``sqlite:///path/archive.db`` and a resumed session (another process, a day
+later) can still recall what an earlier one archived. Counters live in the database too, so
+``toolkeep store stats`` sees every process's hits and misses. Originals are stored as UTF-8 BLOBs
+so that lone surrogates survive.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import TypeVar
+
+from ..exceptions import StoreError
+from ._base import Clock, GcResult, Limits, StoreBase, StoreStats, decode_text, encode_text, validate_key
+
+__all__ = ["SQLiteStore"]
+
+T = TypeVar("T")
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS entries (
+    key  TEXT PRIMARY KEY,
+    body BLOB NOT NULL,
+    size INTEGER NOT NULL,
+    used REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS entries_by_use ON entries (used, key);
+CREATE TABLE IF NOT EXISTS counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
+"""
+_COUNTERS = ("hits", "misses", "evictions", "expirations")
+
+
+class SQLiteStore(StoreBase):
+    """Originals in a SQLite database file (0600; its directory made 0700 if missing)."""
+
+    backend = "sqlite"
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        limits: Limits | None = None,
+        clock: Clock | None = None,
+    ) -> None:
+        super().__init__(limits=limits, clock=clock)
+        self.path = Path(path)
+        self._lock = threading.Lock()
+        try:
+            self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            # create the file 0600 before sqlite does, so it is never readable by others
+            os.close(os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600))
+            self._db: sqlite3.Connection | None = sqlite3.connect(
+                self.path, timeout=30, isolation_level=None, check_same_thread=False
+            )
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.executescript(_SCHEMA)
+        except (OSError, sqlite3.Error) as exc:
+            raise StoreError(f"cannot open SQLite archive {self.path}: {exc}") from exc
+
+    def put(self, key: str, text: str) -> None:
+        """Store ``text`` under ``key`` once; evict the least recently used rows over the caps."""
+        validate_key(key)
+        body = encode_text(text)
+
+        def run(db: sqlite3.Connection) -> None:
+            now = self.clock()
+            self._expire(db, now)
+            if db.execute("UPDATE entries SET used = ? WHERE key = ?", (now, key)).rowcount:
+                return
+            self.limits.check_fits(key, len(body))
+            db.execute("INSERT INTO entries VALUES (?, ?, ?, ?)", (key, body, len(body), now))
+            self._evict(db, keep=key)
+
+        self._write(run)
+
+    def get(self, key: str) -> str | None:
+        """The original under ``key``, or ``None``; a hit counts as a use."""
+        validate_key(key)
+
+        def run(db: sqlite3.Connection) -> bytes | None:
+            now = self.clock()
+            row = db.execute("SELECT body, used FROM entries WHERE key = ?", (key,)).fetchone()
+            if row is not None and self.limits.expired(row[1], now):
+                db.execute("DELETE FROM entries WHERE key = ?", (key,))
+                self._count(db, "expirations")
+                row = None
+            if row is None:
+                self._count(db, "misses")
+                return None
+            db.execute("UPDATE entries SET used = ? WHERE key = ?", (now, key))
+            self._count(db, "hits")
+            return bytes(row[0])
+
+        body = self._write(run)
+        return None if body is None else decode_text(body)
+
+    def delete(self, key: str) -> bool:
+        """Remove ``key``; ``True`` if it was there."""
+        validate_key(key)
+        return self._write(lambda db: db.execute("DELETE FROM entries WHERE key = ?", (key,)).rowcount > 0)
+
+    def stats(self) -> StoreStats:
+        """Entries and bytes now, and the counts of every process that used this file."""
+
+        def run(db: sqlite3.Connection) -> StoreStats:
+            entries, size = db.execute("SELECT COUNT(*), COALESCE(SUM(size), 0) FROM entries").fetchone()
+            counts = dict(db.execute("SELECT name, value FROM counters").fetchall())
+            hits, misses, evictions, expirations = (int(counts.get(name, 0)) for name in _COUNTERS)
+            lim = self.limits
+            return StoreStats(
+                self.backend,
+                entries,
+                size,
+                hits,
+                misses,
+                evictions,
+                expirations,
+                lim.max_bytes,
+                lim.max_entries,
+                lim.ttl,
+            )
+
+        return self._write(run)
+
+    def gc(self) -> GcResult:
+        """Delete expired rows and evict down to the caps."""
+
+        def run(db: sqlite3.Connection) -> GcResult:
+            return GcResult(self._expire(db, self.clock()), self._evict(db, keep=None))
+
+        return self._write(run)
+
+    def close(self) -> None:
+        """Close the database connection. Safe to call more than once."""
+        with self._lock:
+            if self._db is not None:
+                self._db.close()
+                self._db = None
+
+    def _write(self, run: Callable[[sqlite3.Connection], T]) -> T:
+        """Run ``run`` in one immediate transaction: other processes wait, nobody sees half of it."""
+        with self._lock:
+            if self._db is None:
+                raise StoreError(f"SQLite archive {self.path} is closed")
+            db = self._db
+            try:
+                db.execute("BEGIN IMMEDIATE")
+                try:
+                    result = run(db)
+                except BaseException:
+                    db.execute("ROLLBACK")
+                    raise
+                db.execute("COMMIT")
+            except sqlite3.Error as exc:
+                raise StoreError(f"SQLite archive {self.path}: {exc}") from exc
+            return result
+
+    def _count(self, db: sqlite3.Connection, name: str, n: int = 1) -> None:
+        if n:
+            db.execute(
+                "INSERT INTO counters VALUES (?, ?) ON CONFLICT(name) DO UPDATE SET value = value + ?",
+                (name, n, n),
+            )
+
+    def _expire(self, db: sqlite3.Connection, now: float) -> int:
+        if self.limits.ttl is None:
+            return 0
+        # expired(used, now) is now - used >= ttl
+        gone = db.execute("DELETE FROM entries WHERE used <= ?", (now - self.limits.ttl,)).rowcount
+        self._count(db, "expirations", gone)
+        return gone
+
+    def _evict(self, db: sqlite3.Connection, keep: str | None) -> int:
+        lim = self.limits
+        if lim.max_bytes is None and lim.max_entries is None:
+            return 0
+        entries, total = db.execute("SELECT COUNT(*), COALESCE(SUM(size), 0) FROM entries").fetchone()
+        if not lim.over(total, entries):
+            return 0
+        rows = db.execute(
+            "SELECT key, size FROM entries WHERE key IS NOT ? ORDER BY used, key", (keep,)
+        ).fetchall()
+        victims = lim.victims(rows, total, entries)
+        db.executemany("DELETE FROM entries WHERE key = ?", [(k,) for k in victims])
+        self._count(db, "evictions", len(victims))
+        return len(victims)
+
+    def __repr__(self) -> str:
+        return f"SQLiteStore({str(self.path)!r})"
