@@ -12,9 +12,14 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..exceptions import DetectionError, FormatError
+from . import _sdk
 from ._base import Format, Violation
 from .anthropic import AnthropicFormat
+from .bedrock import BedrockFormat
+from .gemini import GeminiFormat
+from .langchain import LangChainFormat
 from .openai_chat import OpenAIChatFormat
+from .openai_responses import OpenAIResponsesFormat
 
 __all__ = [
     "FORMATS",
@@ -26,8 +31,18 @@ __all__ = [
     "validate",
 ]
 
-FORMATS: dict[str, Format] = {f.name: f for f in (AnthropicFormat(), OpenAIChatFormat())}
-"""Every registered format by name, in detection order."""
+FORMATS: dict[str, Format] = {
+    f.name: f
+    for f in (
+        AnthropicFormat(),
+        OpenAIChatFormat(),
+        OpenAIResponsesFormat(),
+        GeminiFormat(),
+        BedrockFormat(),
+        LangChainFormat(),
+    )
+}
+"""Every registered format by name, in detection order (plain text histories go to the first)."""
 
 
 def get_format(name: str) -> Format:
@@ -48,7 +63,8 @@ def detect_format(messages: Sequence[Any]) -> Format:
     """
     if not isinstance(messages, Sequence) or isinstance(messages, (str, bytes)):
         raise DetectionError(f"a history is a list of messages, got {type(messages).__name__}")
-    scores = {name: f.detect(messages) for name, f in FORMATS.items()}
+    plain = _sdk.plain_view(messages)
+    scores = {name: f.detect(plain) for name, f in FORMATS.items()}
     best = max(scores.values(), default=0)
     if best == 0:
         raise DetectionError(
@@ -65,12 +81,18 @@ def detect_format(messages: Sequence[Any]) -> Format:
 
 
 def resolve_format(messages: Sequence[Any], format: str | Format = "auto") -> Format:
-    """``format`` itself, the registered format it names, or the detected one for ``"auto"``."""
+    """``format`` itself, the registered format it names, or the detected one for ``"auto"``.
+
+    When ``messages`` holds SDK objects (pydantic models), the format comes wrapped so that it
+    reads them and gives them back as objects of the same class.
+    """
     if isinstance(format, Format):
-        return format
-    if format == "auto":
-        return detect_format(messages)
-    return get_format(format)
+        fmt = format
+    elif format == "auto":
+        fmt = detect_format(messages)
+    else:
+        fmt = get_format(format)
+    return _sdk.wrap(fmt) if _sdk.has_objects(messages) else fmt
 
 
 def validate(messages: Sequence[Any], format: str | Format = "auto") -> list[Violation]:

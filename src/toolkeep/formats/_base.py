@@ -41,6 +41,8 @@ class Format(ABC):
     """True when the provider rejects a call id used twice anywhere in one request."""
     grouped_results: ClassVar[bool] = False
     """True when all results of one block must sit in the single message after the calls."""
+    native_objects: ClassVar[bool] = False
+    """True when ``load``/``dump`` read and give back SDK objects themselves (LangChain)."""
 
     @abstractmethod
     def detect(self, messages: Sequence[Any]) -> int:
@@ -74,3 +76,17 @@ def expect_mapping(value: Any, index: int, what: str = "message") -> Mapping[str
 
 def join_ids(ids: Sequence[str]) -> str:
     return ", ".join(ids)
+
+
+def results_in_next_user(results: list[ToolResultPart], rest: list[Message]) -> list[Message]:
+    """``pack_results`` for formats that answer a block in one user message, first in it."""
+    if rest and rest[0].role == "user":
+        first = rest[0]
+        return [first.with_parts([*results, *first.parts]), *rest[1:]]
+    return [Message("user", tuple(results), dirty=True), *rest]
+
+
+def results_as_tool_messages(results: list[ToolResultPart], rest: list[Message]) -> list[Message]:
+    """``pack_results`` for formats with one ``tool`` message (or item) per result."""
+    packed = [Message("tool", (r,), raw=r.raw, dirty=r.raw is None or r.modified) for r in results]
+    return [*packed, *rest]

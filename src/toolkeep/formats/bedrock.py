@@ -1,0 +1,301 @@
+"""AWS Bedrock Converse: ``toolUse`` blocks in an assistant message, ``toolResult`` blocks in the
+next user message.
+
+A content block is a one-key object (``{"text": ...}``, ``{"toolUse": {...}}``,
+``{"toolResult": {...}}``, ``{"image": ...}``, ``{"cachePoint": ...}``, ...). Converse also wants
+the conversation to start with a user message and to alternate user/assistant, and it takes no
+text beside ``toolResult`` blocks in one message. Pairing repair can leave two messages of one role
+next to each other (a user message that held only orphan results is dropped; results moved back in
+front of an interposed user message), so :meth:`BedrockFormat.dump` keeps the rules itself:
+
+- consecutive messages of one role are merged into one;
+- in a user message that holds ``toolResult`` blocks, its text blocks (say, a user's note that
+  sat between a call and its result) go *inside* the last ``toolResult``'s content, after its
+  own, where Converse allows text; other blocks (images, ``cachePoint``) stay where they are.
+
+Nothing is lost, no role is invented, and a history that was valid has no such pair, so it comes
+back unchanged.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ..exceptions import FormatError
+from ..messages import History, Message, OpaquePart, Part, TextPart, ToolCallPart, ToolResultPart
+from ._base import Format, Violation, expect_mapping
+
+__all__ = ["BedrockFormat"]
+
+_ROLES = ("user", "assistant")
+_DISTINCT = {"toolUse", "toolResult", "cachePoint", "reasoningContent", "guardContent", "citationsContent"}
+
+
+def result_text(content: Any) -> str:
+    """The text of a ``toolResult``: its first text block, or its first json block as JSON.
+
+    Only the first: later blocks may be a user's note that :meth:`BedrockFormat.dump` moved in
+    beside the output, and they must come back untouched when the output is shortened.
+    """
+    for b in content if isinstance(content, list) else ():
+        text = b.get("text") if isinstance(b, Mapping) else None
+        if isinstance(text, str):
+            return text
+        if isinstance(b, Mapping) and "json" in b:
+            return json.dumps(b["json"], ensure_ascii=False)
+    return ""
+
+
+class BedrockFormat(Format):
+    """Bedrock Converse ``messages`` (dicts, as boto3 takes them)."""
+
+    name = "bedrock"
+    unique_call_ids = True
+    grouped_results = True
+
+    def detect(self, messages: Sequence[Any]) -> int:
+        score = 1
+        for m in messages:
+            if not isinstance(m, Mapping) or m.get("role") not in _ROLES:
+                return 0
+            content = m.get("content")
+            if not isinstance(content, list):
+                return 0
+            for block in content:
+                if not isinstance(block, Mapping) or "type" in block:
+                    return 0
+                if _DISTINCT & block.keys() or (len(block) == 1 and "text" in block):
+                    score = 2
+        return score
+
+    def load(self, messages: Sequence[Any]) -> History:
+        return [self._load_message(i, m) for i, m in enumerate(messages)]
+
+    def _load_message(self, index: int, raw: Any) -> Message:
+        m = expect_mapping(raw, index)
+        role = m.get("role")
+        if role not in _ROLES:
+            raise FormatError(f"role must be 'user' or 'assistant', got {role!r}", index=index, field="role")
+        content = m.get("content")
+        if not isinstance(content, list):
+            raise FormatError("content must be a list of content blocks", index=index, field="content")
+        parts: list[Part] = []
+        for j, value in enumerate(content):
+            block = expect_mapping(value, index, f"content[{j}]")
+            use, result = block.get("toolUse"), block.get("toolResult")
+            if isinstance(use, Mapping) and role == "assistant":
+                parts.append(
+                    ToolCallPart(
+                        _str(use.get("toolUseId")), _str(use.get("name")), use.get("input"), raw=block
+                    )
+                )
+            elif isinstance(result, Mapping):
+                parts.append(
+                    ToolResultPart(
+                        _str(result.get("toolUseId")),
+                        result_text(result.get("content")),
+                        is_error=result.get("status") == "error",
+                        raw=block,
+                    )
+                )
+            elif isinstance(block.get("text"), str) and len(block) == 1:
+                parts.append(TextPart(block["text"], raw=block))
+            else:
+                parts.append(OpaquePart(block))
+        return Message(role, tuple(parts), raw=m)
+
+    def dump(self, history: History) -> list[Any]:
+        out: list[Any] = []
+        roles: list[str] = []
+        for m in history:
+            msg = m.raw if not m.dirty else {**(m.raw or {}), "role": m.role, "content": self._blocks(m)}
+            if roles and roles[-1] == m.role:
+                out[-1] = _merge(out[-1], msg)
+            else:
+                out.append(msg)
+                roles.append(m.role)
+        return [_fold(x) if r == "user" else x for x, r in zip(out, roles, strict=True)]
+
+    def _blocks(self, m: Message) -> list[Any]:
+        return [self._dump_part(p) for p in m.parts]
+
+    @staticmethod
+    def _dump_part(p: Part) -> Any:
+        if isinstance(p, TextPart):
+            return p.raw if p.raw is not None else {"text": p.text}
+        if isinstance(p, OpaquePart):
+            return p.raw
+        if isinstance(p, ToolCallPart):
+            use = p.raw.get("toolUse") if isinstance(p.raw, Mapping) else None
+            if isinstance(use, Mapping) and use.get("toolUseId") == p.id:
+                return p.raw
+            body = dict(use) if isinstance(use, Mapping) else {"name": p.name, "input": {}}
+            return {**(p.raw or {}), "toolUse": {**body, "toolUseId": p.id}}
+        if not p.modified and p.raw is not None:
+            return p.raw
+        old = p.raw.get("toolResult") if isinstance(p.raw, Mapping) else None
+        body = dict(old) if isinstance(old, Mapping) else {}
+        blocks = list(body.get("content") or ())
+        first = next((k for k, b in enumerate(blocks) if isinstance(b, Mapping) and _is_output(b)), None)
+        if first is None:
+            blocks.insert(0, {"text": p.text})
+        else:
+            blocks[first] = {"text": p.text}
+        body["toolUseId"] = p.call_id
+        body["content"] = blocks
+        if p.is_error:
+            body["status"] = "error"
+        return {**(p.raw or {}), "toolResult": body}
+
+    def pack_results(self, results: list[ToolResultPart], rest: list[Message]) -> list[Message]:
+        return [Message("user", tuple(results), dirty=True), *rest]
+
+    def validate(self, history: History) -> list[Violation]:
+        out: list[Violation] = []
+        seen: set[str] = set()
+        for i, m in enumerate(history):
+            if i == 0 and m.role != "user":
+                out.append(
+                    Violation(
+                        i,
+                        None,
+                        "first_not_user",
+                        "A conversation must start with a user message. Try again with a conversation that starts with a user message.",
+                    )
+                )
+            if i > 0 and history[i - 1].role == m.role:
+                out.append(
+                    Violation(
+                        i,
+                        None,
+                        "roles_not_alternating",
+                        f"messages.{i}: A conversation must alternate between user and assistant roles. Make sure the conversation alternates between user and assistant roles and try again.",
+                    )
+                )
+            if not m.parts:
+                out.append(
+                    Violation(
+                        i,
+                        None,
+                        "empty_content",
+                        f"The content field in the Message object at messages.{i} is empty. Add a ContentBlock object to the content field and try again.",
+                    )
+                )
+            if m.role == "assistant":
+                out.extend(self._check_calls(history, i, seen))
+            else:
+                out.extend(self._check_results(history, i))
+        return out
+
+    def _check_calls(self, history: History, i: int, seen: set[str]) -> list[Violation]:
+        out: list[Violation] = []
+        for j, p in enumerate(history[i].parts):
+            if not isinstance(p, ToolCallPart):
+                continue
+            if not p.id or p.id in seen:
+                rule = "empty_id" if not p.id else "duplicate_id"
+                what = "is empty" if not p.id else f"{p.id} is used by another toolUse block"
+                out.append(
+                    Violation(
+                        i,
+                        p.id,
+                        rule,
+                        f"The toolUseId at messages.{i}.content.{j}.toolUse {what}. Provide a unique toolUseId and try again.",
+                    )
+                )
+            seen.add(p.id)
+        calls = [c.id for c in history[i].calls if c.id]
+        if not calls:
+            return out
+        nxt = history[i + 1] if i + 1 < len(history) else None
+        answered = {r.call_id for r in nxt.results} if nxt is not None and nxt.role == "user" else set()
+        missing = [c for c in dict.fromkeys(calls) if c not in answered]
+        if missing:
+            out.append(
+                Violation(
+                    i,
+                    missing[0],
+                    "missing_result",
+                    f"Expected toolResult blocks at messages.{i + 1}.content for the following Ids: {', '.join(missing)}",
+                )
+            )
+        return out
+
+    def _check_results(self, history: History, i: int) -> list[Violation]:
+        m = history[i]
+        results = m.results
+        if not results:
+            return []
+        out: list[Violation] = []
+        prev = history[i - 1] if i > 0 else None
+        calls = [c.id for c in prev.calls] if prev is not None and prev.role == "assistant" else []
+        if len(results) > len(calls):
+            out.append(
+                Violation(
+                    i,
+                    results[-1].call_id,
+                    "orphan_result",
+                    f"The number of toolResult blocks at messages.{i}.content exceeds the number of toolUse blocks of previous turn.",
+                )
+            )
+        claimed: set[str] = set()
+        for j, p in enumerate(m.parts):
+            if isinstance(p, TextPart):
+                out.append(
+                    Violation(
+                        i,
+                        None,
+                        "text_beside_results",
+                        f"messages.{i}.content.{j}: a message with toolResult blocks cannot also hold text blocks. Move the text into the toolResult content and try again.",
+                    )
+                )
+            if not isinstance(p, ToolResultPart):
+                continue
+            if p.call_id not in calls or p.call_id in claimed:
+                out.append(
+                    Violation(
+                        i,
+                        p.call_id,
+                        "orphan_result" if p.call_id not in calls else "duplicate_result",
+                        f"The toolUseId {p.call_id} at messages.{i}.content.{j}.toolResult does not match any unanswered toolUse block of the previous turn.",
+                    )
+                )
+            claimed.add(p.call_id)
+        return out
+
+
+def _merge(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, Any]:
+    return {**a, "content": [*(a.get("content") or ()), *(b.get("content") or ())]}
+
+
+def _fold(msg: Any) -> Any:
+    """A user message with text beside its toolResults, the text moved into the last result."""
+    content = msg.get("content") if isinstance(msg, Mapping) else None
+    if not isinstance(content, list):
+        return msg
+    last = max((k for k, b in enumerate(content) if isinstance(b, Mapping) and "toolResult" in b), default=-1)
+    if last < 0:
+        return msg
+    loose = [k for k, b in enumerate(content) if isinstance(b, Mapping) and _is_text(b)]
+    if not loose:
+        return msg
+    result = dict(content[last]["toolResult"])
+    result["content"] = [*(result.get("content") or ()), *(content[k] for k in loose)]
+    blocks = [
+        {**b, "toolResult": result} if k == last else b for k, b in enumerate(content) if k not in loose
+    ]
+    return {**msg, "content": blocks}
+
+
+def _is_output(block: Mapping[str, Any]) -> bool:
+    return isinstance(block.get("text"), str) or "json" in block
+
+
+def _is_text(block: Mapping[str, Any]) -> bool:
+    return isinstance(block.get("text"), str) and len(block) == 1
+
+
+def _str(value: Any) -> str:
+    return value if isinstance(value, str) else ""

@@ -1,0 +1,237 @@
+"""Google Gemini (``google-genai``): ``Content`` turns of ``Part`` s.
+
+A ``model`` turn's ``functionCall`` parts are answered by ``functionResponse`` parts in the next
+``user`` turn, as many responses as calls. Keys come camelCase (REST, ``by_alias`` dumps) or
+snake_case (``google-genai`` field names); both are read, and a rebuilt part keeps the spelling of
+the part it came from. ``google-genai`` ``types.Content`` objects are handled by the SDK layer
+(``_sdk``), which hands this module the SDK's own dicts.
+
+Ids: a call carries an ``id`` on some backends and not on others. Without one, a call is known as
+``name#k`` (its k-th call of that name in the turn) and a response without an id answers the k-th
+call of its name in the turn before it, the order the API itself matches them in.
+
+The result text is ``response["output"]`` (or ``response["error"]``, an error), or the whole
+``response`` as JSON when it has neither: the SDK's documented convention.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ..exceptions import FormatError
+from ..messages import History, Message, OpaquePart, Part, TextPart, ToolCallPart, ToolResultPart
+from ._base import Format, Violation, expect_mapping, results_in_next_user
+
+__all__ = ["GeminiFormat"]
+
+_CALL_KEYS = ("functionCall", "function_call")
+_RESPONSE_KEYS = ("functionResponse", "function_response")
+_DISTINCT = {
+    *_CALL_KEYS, *_RESPONSE_KEYS, "inlineData", "inline_data", "fileData", "file_data",
+    "thoughtSignature", "thought_signature", "executableCode", "executable_code",
+    "codeExecutionResult", "code_execution_result", "thought",
+}  # fmt: skip
+_ROLES = {"user": "user", "model": "assistant", "function": "user"}
+
+
+def _get(part: Mapping[str, Any], keys: tuple[str, str]) -> tuple[str, Mapping[str, Any]] | None:
+    for key in keys:
+        value = part.get(key)
+        if isinstance(value, Mapping):
+            return key, value
+    return None
+
+
+def response_text(response: Any) -> tuple[str, bool, str | None]:
+    """``(text, is_error, key)``: the text of a ``functionResponse.response`` and where it sits."""
+    if isinstance(response, Mapping):
+        for key, error in (("output", False), ("error", True), ("result", False), ("content", False)):
+            if key in response and len(response) == 1:
+                value = response[key]
+                text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+                return text, error, key
+        if isinstance(response.get("error"), str):
+            return response["error"], True, "error"
+        if isinstance(response.get("output"), str):
+            return response["output"], False, "output"
+    if response is None:
+        return "", False, None
+    return json.dumps(response, ensure_ascii=False), False, None
+
+
+class GeminiFormat(Format):
+    """Gemini ``contents`` (dicts in camelCase or snake_case; SDK objects through ``_sdk``)."""
+
+    name = "gemini"
+    unique_call_ids = False
+    grouped_results = True
+
+    def detect(self, messages: Sequence[Any]) -> int:
+        score = 1
+        for m in messages:
+            if not isinstance(m, Mapping) or not isinstance(m.get("parts"), list):
+                return 0
+            if "content" in m or m.get("role", "user") not in _ROLES:
+                return 0
+            score = 2
+            for part in m["parts"]:
+                if not isinstance(part, Mapping):
+                    return 0
+        return score
+
+    def load(self, messages: Sequence[Any]) -> History:
+        out: History = []
+        last_calls: list[ToolCallPart] = []
+        for i, raw in enumerate(messages):
+            m = self._load_message(i, raw, last_calls)
+            if m.role == "assistant":
+                last_calls = list(m.calls)
+            out.append(m)
+        return out
+
+    def _load_message(self, index: int, raw: Any, last_calls: list[ToolCallPart]) -> Message:
+        m = expect_mapping(raw, index, "content")
+        role = _ROLES.get(m.get("role", "user"))
+        if role is None:
+            raise FormatError(f"role must be 'user' or 'model', got {m.get('role')!r}", index=index)
+        parts = m.get("parts")
+        if not isinstance(parts, list):
+            raise FormatError("parts must be a list", index=index, field="parts")
+        out: list[Part] = []
+        seen: dict[str, int] = {}
+        for j, value in enumerate(parts):
+            part = expect_mapping(value, index, f"parts[{j}]")
+            call = _get(part, _CALL_KEYS) if role == "assistant" else None
+            response = _get(part, _RESPONSE_KEYS)
+            if call is not None:
+                name = _str(call[1].get("name"))
+                k = seen[name] = seen.get(name, 0) + 1
+                call_id = _str(call[1].get("id")) or f"{name}#{k}"
+                out.append(ToolCallPart(call_id, name, call[1].get("args"), raw=part))
+            elif response is not None:
+                name = _str(response[1].get("name"))
+                k = seen[name] = seen.get(name, 0) + 1
+                call_id = _str(response[1].get("id")) or _nth_call(last_calls, name, k)
+                text, is_error, _ = response_text(response[1].get("response"))
+                out.append(ToolResultPart(call_id, text, is_error=is_error, raw=part, name=name or None))
+            elif isinstance(part.get("text"), str) and not part.get("thought"):
+                out.append(TextPart(part["text"], raw=part))
+            else:
+                out.append(OpaquePart(part))
+        return Message(role, tuple(out), raw=m)  # type: ignore[arg-type]
+
+    def dump(self, history: History) -> list[Any]:
+        snake = any(m.dirty for m in history) and any(_snake(m) for m in history)
+        return [m.raw if not m.dirty else self._dump_message(m, snake) for m in history]
+
+    def _dump_message(self, m: Message, snake: bool) -> dict[str, Any]:
+        role = "model" if m.role == "assistant" else "user"
+        base = dict(m.raw) if isinstance(m.raw, Mapping) else {"role": role}
+        base["parts"] = [self._dump_part(p, snake) for p in m.parts]
+        return base
+
+    def _dump_part(self, p: Part, snake: bool) -> Any:
+        if isinstance(p, (TextPart, OpaquePart)):
+            return p.raw if p.raw is not None else {"text": getattr(p, "text", "")}
+        if isinstance(p, ToolCallPart):
+            return p.raw  # calls are never renamed here (ids need not be unique)
+        if not p.modified and p.raw is not None:
+            return p.raw
+        raw = p.raw if isinstance(p.raw, Mapping) else None
+        found = _get(raw, _RESPONSE_KEYS) if raw is not None else None
+        key = found[0] if found else ("function_response" if snake else "functionResponse")
+        body: dict[str, Any] = dict(found[1]) if found else {"name": p.name or ""}
+        if "#" not in p.call_id and (found is None or "id" in body or p.synthetic):
+            body["id"] = p.call_id
+        old = body.get("response")
+        _, _, where = response_text(old)
+        key_out = "error" if p.is_error else where or "output"
+        kept = (
+            {k: v for k, v in old.items() if k not in ("output", "error")}
+            if isinstance(old, Mapping) and where
+            else {}
+        )
+        body["response"] = {**kept, key_out: p.text}
+        part = {k: v for k, v in raw.items() if k not in _RESPONSE_KEYS} if raw is not None else {}
+        part[key] = body
+        return part
+
+    def pack_results(self, results: list[ToolResultPart], rest: list[Message]) -> list[Message]:
+        return results_in_next_user(results, rest)
+
+    def validate(self, history: History) -> list[Violation]:
+        out: list[Violation] = []
+        for i, m in enumerate(history):
+            if not m.parts:
+                out.append(Violation(i, None, "empty_content", f"contents[{i}].parts must not be empty."))
+            calls = m.calls if m.role == "assistant" else ()
+            prev = history[i - 1] if i > 0 else None
+            prev_calls = prev.calls if prev is not None and prev.role == "assistant" else ()
+            results = m.results
+            if results and not prev_calls:
+                out.append(
+                    Violation(
+                        i,
+                        results[0].call_id,
+                        "orphan_result",
+                        f"contents[{i}]: Please ensure that function response turn comes immediately after a function call turn.",
+                    )
+                )
+            if calls:
+                out.extend(self._check_calls(history, i))
+        return out
+
+    def _check_calls(self, history: History, i: int) -> list[Violation]:
+        calls = history[i].calls
+        nxt = history[i + 1] if i + 1 < len(history) else None
+        if nxt is None:  # the model's own last turn: the app has not answered yet
+            return [
+                Violation(
+                    i,
+                    calls[0].id,
+                    "missing_result",
+                    f"contents[{i}]: Please ensure that function call turn is followed by a function response turn ({_ids(calls)} unanswered).",
+                )
+            ]
+        results = nxt.results if nxt.role == "user" else ()
+        out: list[Violation] = []
+        ids = [c.id for c in calls]
+        got = [r.call_id for r in results]
+        if len(results) != len(calls) or sorted(got) != sorted(ids):
+            missing = [c for c in ids if c not in got]
+            extra = [r for r in got if r not in ids]
+            out.append(
+                Violation(
+                    i + 1 if results else i,
+                    next(iter(missing or extra), None),
+                    "missing_result" if missing else "orphan_result",
+                    f"contents[{i + 1}]: Please ensure that the number of function response parts is equal to the number of function call parts of the function call turn. "
+                    f"(calls: {_ids(calls)}; responses: {', '.join(got) or 'none'})",
+                )
+            )
+        if len(set(ids)) != len(ids):
+            dup = next(x for x in ids if ids.count(x) > 1)
+            out.append(Violation(i, dup, "duplicate_id", f"contents[{i}]: duplicate function call id {dup}."))
+        return out
+
+
+def _nth_call(calls: list[ToolCallPart], name: str, k: int) -> str:
+    named = [c for c in calls if c.name == name]
+    return named[k - 1].id if k <= len(named) else f"{name}#{k}"
+
+
+def _snake(m: Message) -> bool:
+    """True when the message's parts spell their keys the snake_case way (``google-genai`` dumps)."""
+    raws = [p.raw for p in m.parts if isinstance(getattr(p, "raw", None), Mapping)]
+    keys = ("function_call", "function_response", "inline_data", "thought_signature", "file_data")
+    return any(k in r for r in raws for k in keys)
+
+
+def _ids(calls: Sequence[ToolCallPart]) -> str:
+    return ", ".join(c.id for c in calls)
+
+
+def _str(value: Any) -> str:
+    return value if isinstance(value, str) else ""

@@ -1,0 +1,263 @@
+"""LangChain messages: ``BaseMessage`` objects, or their ``messages_to_dict`` JSON form.
+
+``AIMessage.tool_calls`` holds the calls; each is answered by one ``ToolMessage`` (its
+``tool_call_id``; ``status="error"`` marks a failure; ``artifact`` is carried untouched) right
+after the ``AIMessage``. The objects are read and given back natively (``langchain-core`` is needed
+only to build a new ``ToolMessage`` when the input holds objects); the dict form
+``{"type": "ai", "data": {...}}`` needs nothing.
+
+LangChain sends a history on to some provider, so its validator takes the strictest of their rules:
+one result per call right after its message (OpenAI), and call ids unique in the request
+(Anthropic). Violations are worded like LangGraph's ``INVALID_CHAT_HISTORY`` error.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ..exceptions import FormatError
+from ..messages import History, Message, OpaquePart, Part, Role, TextPart, ToolCallPart, ToolResultPart
+from ._base import Format, Violation, results_as_tool_messages
+
+__all__ = ["LangChainFormat", "is_langchain_message"]
+
+_ROLES: dict[str, Role] = {
+    "human": "user",
+    "ai": "assistant",
+    "AIMessageChunk": "assistant",
+    "system": "system",
+    "tool": "tool",
+    "chat": "user",
+    "function": "user",
+}
+
+
+def is_langchain_message(value: Any) -> bool:
+    """True for a ``langchain_core`` message object (checked without importing LangChain)."""
+    return type(value).__module__.startswith("langchain_core.") and isinstance(
+        getattr(value, "type", None), str
+    )
+
+
+def _fields(m: Any) -> tuple[str, Mapping[str, Any] | Any] | None:
+    """``(type, data)`` of a message object or of its dict form; ``None`` for anything else."""
+    if is_langchain_message(m):
+        return m.type, m
+    if isinstance(m, Mapping) and isinstance(m.get("type"), str) and isinstance(m.get("data"), Mapping):
+        return m["type"], m["data"]
+    return None
+
+
+def _get(data: Any, key: str, default: Any = None) -> Any:
+    if isinstance(data, Mapping):
+        return data.get(key, default)
+    return getattr(data, key, default)
+
+
+def content_text(content: Any) -> str:
+    """Text of a message content: the string, or its text blocks (or plain strings) joined."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(
+            b if isinstance(b, str) else b.get("text", "")
+            for b in content
+            if isinstance(b, str) or (isinstance(b, Mapping) and b.get("type") == "text")
+        )
+    return ""
+
+
+class LangChainFormat(Format):
+    """LangChain ``BaseMessage`` lists (objects or ``messages_to_dict`` dicts)."""
+
+    name = "langchain"
+    unique_call_ids = True
+    grouped_results = False
+    native_objects = True
+
+    def detect(self, messages: Sequence[Any]) -> int:
+        for m in messages:
+            fields = _fields(m)
+            if fields is None or fields[0] not in _ROLES:
+                return 0
+        return 2 if messages else 0
+
+    def load(self, messages: Sequence[Any]) -> History:
+        return [self._load_message(i, m) for i, m in enumerate(messages)]
+
+    def _load_message(self, index: int, raw: Any) -> Message:
+        fields = _fields(raw)
+        if fields is None:
+            raise FormatError(
+                f"expected a LangChain message or its dict form, got {type(raw).__name__}", index=index
+            )
+        kind, data = fields
+        role = _ROLES.get(kind)
+        if role is None:
+            raise FormatError(f"unknown message type {kind!r}", index=index, field="type")
+        content = _get(data, "content")
+        if role == "tool":
+            call_id = _get(data, "tool_call_id")
+            part = ToolResultPart(
+                call_id if isinstance(call_id, str) else "",
+                content_text(content),
+                is_error=_get(data, "status") == "error",
+                raw=raw,
+                name=_get(data, "name"),
+            )
+            return Message("tool", (part,), raw=raw)
+        parts: list[Part] = []
+        if isinstance(content, str) and content:
+            parts.append(TextPart(content))
+        elif isinstance(content, list) and content:
+            parts.append(OpaquePart(content))
+        if role == "assistant":
+            for call in _get(data, "tool_calls") or ():
+                if not isinstance(call, Mapping):
+                    raise FormatError("tool_calls items must be objects", index=index, field="tool_calls")
+                call_id, name = call.get("id"), call.get("name")
+                parts.append(
+                    ToolCallPart(
+                        call_id if isinstance(call_id, str) else "",
+                        name if isinstance(name, str) else "",
+                        call.get("args"),
+                        raw=call,
+                    )
+                )
+        return Message(role, tuple(parts), raw=raw)
+
+    def dump(self, history: History) -> list[Any]:
+        objects = any(is_langchain_message(m.raw) for m in history)
+        return [m.raw if not m.dirty else self._dump_message(m, objects) for m in history]
+
+    def _dump_message(self, m: Message, objects: bool) -> Any:
+        if m.role == "tool":
+            (p,) = m.parts
+            assert isinstance(p, ToolResultPart)
+            return self._dump_result(p, objects)
+        calls = [
+            c.raw if c.raw is not None and c.raw.get("id") == c.id else {**(c.raw or {}), "id": c.id}
+            for c in m.calls
+        ]
+        kept = {c.id for c in m.calls}
+        update: dict[str, Any] = {"tool_calls": calls}
+        fields = _fields(m.raw)
+        content = _get(fields[1], "content") if fields is not None else None
+        if isinstance(content, list):  # Anthropic-style tool_use blocks of pruned calls go too
+            update["content"] = [
+                b for b in content
+                if not (isinstance(b, Mapping) and b.get("type") == "tool_use" and b.get("id") not in kept)
+            ]  # fmt: skip
+        return _updated(m.raw, update)
+
+    @staticmethod
+    def _dump_result(p: ToolResultPart, objects: bool) -> Any:
+        if not p.modified and p.raw is not None:
+            return p.raw
+        status = "error" if p.is_error else None
+        if p.raw is not None:
+            fields = _fields(p.raw)
+            old = _get(fields[1], "content") if fields is not None else None
+            update: dict[str, Any] = {"tool_call_id": p.call_id, "content": _replace_text(old, p.text)}
+            if status:
+                update["status"] = status
+            return _updated(p.raw, update)
+        if objects:
+            try:
+                from langchain_core.messages import ToolMessage
+            except ImportError as exc:  # pragma: no cover - objects imply langchain-core is there
+                raise FormatError("building a ToolMessage needs pip install 'toolkeep[langchain]'") from exc
+            return ToolMessage(
+                content=p.text, tool_call_id=p.call_id, name=p.name, status=status or "success"
+            )
+        data: dict[str, Any] = {
+            "content": p.text,
+            "additional_kwargs": {},
+            "response_metadata": {},
+            "type": "tool",
+            "name": p.name,
+            "id": None,
+            "tool_call_id": p.call_id,
+            "artifact": None,
+            "status": status or "success",
+        }
+        return {"type": "tool", "data": data}
+
+    def pack_results(self, results: list[ToolResultPart], rest: list[Message]) -> list[Message]:
+        return results_as_tool_messages(results, rest)
+
+    def validate(self, history: History) -> list[Violation]:
+        out: list[Violation] = []
+        seen: set[str] = set()
+        i = 0
+        while i < len(history):
+            m = history[i]
+            if m.role == "tool":
+                out.append(_orphan(i, m.results[0].call_id))
+                i += 1
+                continue
+            if m.role != "assistant" or not m.calls:
+                i += 1
+                continue
+            wanted: dict[str, bool] = {}
+            for c in m.calls:
+                if not c.id or c.id in seen:
+                    out.append(
+                        Violation(
+                            i,
+                            c.id,
+                            "empty_id" if not c.id else "duplicate_id",
+                            f"AIMessage at messages[{i}] has a tool call with {'an empty id' if not c.id else f'the id {c.id!r} used before'}: every tool call needs its own id.",
+                        )
+                    )
+                seen.add(c.id)
+                wanted.setdefault(c.id, False)
+            j = i + 1
+            while j < len(history) and history[j].role == "tool":
+                cid = history[j].results[0].call_id
+                if wanted.get(cid) is False:
+                    wanted[cid] = True
+                else:
+                    out.append(_orphan(j, cid))
+                j += 1
+            for cid, done in wanted.items():
+                if not done and cid:
+                    out.append(
+                        Violation(
+                            i,
+                            cid,
+                            "missing_result",
+                            f"Found AIMessages with tool_calls that do not have a corresponding ToolMessage. Here are the first few of those tool calls: [messages[{i}] id {cid!r}]. Every tool call (LLM requesting to call a tool) in the message history MUST have a corresponding ToolMessage (result of a tool invocation to return to the LLM) - this is required by most LLM providers.",
+                        )
+                    )
+            i = j
+        return out
+
+
+def _orphan(index: int, call_id: str) -> Violation:
+    return Violation(
+        index,
+        call_id,
+        "orphan_result",
+        f"ToolMessage at messages[{index}] with tool_call_id {call_id!r} must be a response to a preceding AIMessage with tool_calls.",
+    )
+
+
+def _updated(raw: Any, update: dict[str, Any]) -> Any:
+    """A copy of a message object or dict with ``update`` applied to its fields."""
+    if is_langchain_message(raw):
+        return raw.model_copy(update=update)
+    data = raw["data"]
+    return {**raw, "data": {**data, **update}}
+
+
+def _replace_text(content: Any, text: str) -> Any:
+    if isinstance(content, list):
+        rest = [
+            b
+            for b in content
+            if not (isinstance(b, str) or (isinstance(b, Mapping) and b.get("type") == "text"))
+        ]
+        return [{"type": "text", "text": text}, *rest]
+    return text

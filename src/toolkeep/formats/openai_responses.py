@@ -1,0 +1,313 @@
+"""OpenAI Responses: the ``input`` item list.
+
+Each call is its own item (``function_call``, ``custom_tool_call``) and each result too
+(``function_call_output``, ``custom_tool_call_output``); a reasoning model puts a ``reasoning``
+item right before the call or message it belongs to. Toolkeep pairs calls and results per
+assistant message, so the mapping is:
+
+- A **run** of consecutive model-side items (``reasoning``, assistant ``message``, calls, and
+  server items such as ``web_search_call``, ``file_search_call``, ``computer_call``) is one
+  neutral assistant message holding one part per item, in order; it sits at the index of the
+  run's *last* item. Parallel calls are therefore one block, and a reasoning item stays glued to
+  the call after it: the run is dumped as a whole.
+- Every earlier item of the run loads as an empty ``tool`` message (no parts; ``meta`` says which
+  run holds it) that dumps to nothing. Load stays one-to-one, so neutral index ``i`` is
+  ``input[i]`` in every error, violation and report. The placeholders sit *before* their run,
+  behind the previous block's results, where pairing never sees them as content.
+- ``function_call_output`` / ``custom_tool_call_output``: a ``tool`` message with one result.
+- User, system and developer messages: ``user`` / ``system`` messages with one opaque part.
+- Any other input-side item (``computer_call_output``, ``mcp_approval_response``, unknown kinds):
+  an empty ``user`` message carried through untouched (pairing cannot see it).
+
+A changed run is dumped part by part; a reasoning item left without any item after it (its call
+was pruned as a duplicate) is dropped with it, since the API refuses a reasoning item "without its
+required following item". A renamed call loses its item ``id`` (``fc_...``): the API ties an item
+id to its reasoning item and to the stored response, and a renamed call is neither.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ..exceptions import FormatError
+from ..messages import History, Message, OpaquePart, Part, ToolCallPart, ToolResultPart
+from ._base import Format, Violation, expect_mapping, results_as_tool_messages
+
+__all__ = ["OpenAIResponsesFormat"]
+
+_CALLS = {"function_call": "function_call_output", "custom_tool_call": "custom_tool_call_output"}
+_OUTPUTS = {v: k for k, v in _CALLS.items()}
+_MODEL_SIDE = {
+    "reasoning", "web_search_call", "file_search_call", "computer_call", "code_interpreter_call",
+    "image_generation_call", "local_shell_call", "shell_call", "apply_patch_call", "mcp_call",
+    "mcp_list_tools", "mcp_approval_request", "item_reference", "compaction",
+}  # fmt: skip
+_DISTINCT = {*_CALLS, *_OUTPUTS, *_MODEL_SIDE, "message"}
+_INPUT_ROLES = {"user": "user", "system": "system", "developer": "system"}
+_RUN = "run"  # meta key of a placeholder: index of the message holding its run
+_INDEXES = "indexes"  # meta key of a run: input index of each of its parts
+
+
+def output_text(output: Any) -> str:
+    """The text of a call output: the string, or its ``input_text`` parts joined by newlines."""
+    if isinstance(output, str):
+        return output
+    if isinstance(output, list):
+        return "\n".join(
+            p["text"] for p in output
+            if isinstance(p, Mapping) and p.get("type") in ("input_text", "output_text")
+            and isinstance(p.get("text"), str)
+        )  # fmt: skip
+    return "" if output is None else json.dumps(output, ensure_ascii=False)
+
+
+def _kind(item: Mapping[str, Any]) -> str:
+    kind = item.get("type")
+    if kind is None and "role" in item:
+        return "message"
+    return kind if isinstance(kind, str) else ""
+
+
+def _model_side(item: Mapping[str, Any]) -> bool:
+    kind = _kind(item)
+    if kind == "message":
+        return item.get("role") == "assistant"
+    if kind in _CALLS or kind in _MODEL_SIDE:
+        return True
+    return not (kind in _OUTPUTS or kind.endswith(("_output", "_response")))
+
+
+class OpenAIResponsesFormat(Format):
+    """OpenAI Responses API ``input`` items (dicts, as the SDK's ``ResponseInputItemParam``)."""
+
+    name = "openai-responses"
+    unique_call_ids = True
+    grouped_results = False
+
+    def detect(self, messages: Sequence[Any]) -> int:
+        score = 1
+        for m in messages:
+            if not isinstance(m, Mapping) or "tool_calls" in m or "parts" in m:
+                return 0
+            kind = _kind(m)
+            if kind == "message":
+                if m.get("role") not in ("user", "system", "developer", "assistant"):
+                    return 0
+                content = m.get("content")
+                if isinstance(content, list):
+                    for part in content:
+                        if not isinstance(part, Mapping) or not isinstance(part.get("type"), str):
+                            return 0
+                        if part["type"].startswith(("input_", "output_")) or part["type"] == "refusal":
+                            score = 2
+                        elif part["type"] not in ("text",):
+                            return 0
+                elif not isinstance(content, str):
+                    return 0
+                if "type" in m:
+                    score = 2
+            elif kind in _DISTINCT:
+                score = 2
+            else:
+                return 0
+        return score
+
+    def load(self, messages: Sequence[Any]) -> History:
+        items = [expect_mapping(m, i, "item") for i, m in enumerate(messages)]
+        out: History = []
+        run: list[int] = []
+        for i, item in enumerate(items):
+            if _model_side(item):
+                run.append(i)
+                if i + 1 < len(items) and _model_side(items[i + 1]):
+                    continue
+                out.extend(self._load_run(items, run))
+                run = []
+            else:
+                out.append(self._load_item(i, item))
+        return out
+
+    def _load_run(self, items: list[Mapping[str, Any]], run: list[int]) -> list[Message]:
+        last = run[-1]
+        parts: list[Part] = []
+        for i in run:
+            item = items[i]
+            if _kind(item) in _CALLS:
+                call_id, name = item.get("call_id"), item.get("name")
+                args = item.get("arguments", item.get("input"))
+                parts.append(
+                    ToolCallPart(
+                        call_id if isinstance(call_id, str) else "",
+                        name if isinstance(name, str) else "",
+                        args,
+                        raw=item,
+                    )
+                )
+            else:
+                parts.append(OpaquePart(item))
+        holders = [Message("tool", (), raw=items[i], meta={_RUN: last}) for i in run[:-1]]
+        raws = tuple(items[i] for i in run)
+        return [*holders, Message("assistant", tuple(parts), raw=raws, meta={_INDEXES: tuple(run)})]
+
+    def _load_item(self, index: int, item: Mapping[str, Any]) -> Message:
+        kind = _kind(item)
+        if kind in _OUTPUTS:
+            call_id = item.get("call_id")
+            if not isinstance(call_id, str):
+                raise FormatError("call_id must be a string", index=index, field="call_id")
+            part = ToolResultPart(call_id, output_text(item.get("output")), raw=item)
+            return Message("tool", (part,), raw=item)
+        if kind == "message":
+            role = _INPUT_ROLES.get(str(item.get("role")))
+            if role is None:
+                raise FormatError(f"unknown role {item.get('role')!r}", index=index, field="role")
+            return Message(role, (OpaquePart(item),), raw=item)  # type: ignore[arg-type]
+        return Message("user", (), raw=item)  # an input-side item pairing has no business with
+
+    def dump(self, history: History) -> list[Any]:
+        out: list[Any] = []
+        kinds = {
+            c.id: _CALLS.get(_kind(c.raw), "function_call_output") if isinstance(c.raw, Mapping) else ""
+            for m in history
+            if m.role == "assistant"
+            for c in m.calls
+        }
+        for m in history:
+            if _RUN in m.meta:
+                continue
+            if m.role == "assistant":
+                out.extend(self._dump_run(m))
+            elif not m.dirty and m.raw is not None:
+                out.append(m.raw)
+            else:
+                out.extend(self._dump_result(p, kinds.get(p.call_id, "")) for p in m.results)
+        return out
+
+    def _dump_run(self, m: Message) -> list[Any]:
+        if not m.dirty and isinstance(m.raw, tuple):
+            return list(m.raw)
+        items: list[Any] = []
+        for p in m.parts:
+            if isinstance(p, ToolCallPart):
+                items.append(self._dump_call(p))
+            elif isinstance(p, OpaquePart):
+                items.append(p.raw)
+        while items and isinstance(items[-1], Mapping) and items[-1].get("type") == "reasoning":
+            items.pop()  # its following item was pruned
+        return items
+
+    @staticmethod
+    def _dump_call(p: ToolCallPart) -> Any:
+        raw = p.raw if isinstance(p.raw, Mapping) else None
+        if raw is not None and raw.get("call_id") == p.id:
+            return raw
+        if raw is None:
+            return {"type": "function_call", "call_id": p.id, "name": p.name, "arguments": "{}"}
+        item = {k: v for k, v in raw.items() if k != "id"}
+        item["call_id"] = p.id
+        return item
+
+    @staticmethod
+    def _dump_result(p: ToolResultPart, kind: str) -> Any:
+        raw = p.raw if isinstance(p.raw, Mapping) else None
+        if raw is not None and not p.modified:
+            return raw
+        if raw is None:  # the output item that answers this call's kind
+            return {"type": kind or "function_call_output", "call_id": p.call_id, "output": p.text}
+        item = dict(raw)
+        item["call_id"] = p.call_id
+        output = item.get("output")
+        if isinstance(output, list):
+            rest = [x for x in output if not (isinstance(x, Mapping) and x.get("type") == "input_text")]
+            item["output"] = [{"type": "input_text", "text": p.text}, *rest]
+        else:
+            item["output"] = p.text
+        return item
+
+    def pack_results(self, results: list[ToolResultPart], rest: list[Message]) -> list[Message]:
+        return results_as_tool_messages(results, rest)
+
+    def validate(self, history: History) -> list[Violation]:
+        out: list[Violation] = []
+        calls: dict[str, str] = {}  # call_id -> kind of its call
+        answered: set[str] = set()
+        pending: dict[str, tuple[int, str]] = {}
+        for i, m in enumerate(history):
+            if m.role == "assistant":
+                out.extend(self._check_run(m, i, calls, pending))
+            for p in m.results:
+                kind = _kind(p.raw) if isinstance(p.raw, Mapping) else "function_call_output"
+                if p.call_id not in calls:
+                    out.append(
+                        Violation(
+                            i,
+                            p.call_id,
+                            "orphan_result",
+                            f"No tool call found for {kind.replace('_', ' ')} with call_id {p.call_id}.",
+                        )
+                    )
+                elif p.call_id in answered:
+                    out.append(
+                        Violation(
+                            i,
+                            p.call_id,
+                            "duplicate_result",
+                            f"Duplicate {kind.replace('_', ' ')} for call_id {p.call_id} at input[{i}].",
+                        )
+                    )
+                answered.add(p.call_id)
+                pending.pop(p.call_id, None)
+        for call_id, (i, kind) in pending.items():
+            out.append(
+                Violation(
+                    i,
+                    call_id,
+                    "missing_result",
+                    f"No tool output found for {kind.replace('_', ' ')} {call_id}.",
+                )
+            )
+        return sorted(out, key=lambda v: v.index)
+
+    @staticmethod
+    def _check_run(
+        m: Message, i: int, calls: dict[str, str], pending: dict[str, tuple[int, str]]
+    ) -> list[Violation]:
+        out: list[Violation] = []
+        indexes: tuple[int, ...] = m.meta.get(_INDEXES, ())
+        for n, p in enumerate(m.parts):
+            at = indexes[n] if n < len(indexes) and not m.dirty else i
+            raw = p.raw if isinstance(p.raw, Mapping) else {}
+            if isinstance(p, OpaquePart) and raw.get("type") == "reasoning":
+                nxt = m.parts[n + 1] if n + 1 < len(m.parts) else None
+                if nxt is None:
+                    out.append(
+                        Violation(
+                            at,
+                            raw.get("id") if isinstance(raw.get("id"), str) else None,
+                            "dangling_reasoning",
+                            f"Item '{raw.get('id')}' of type 'reasoning' was provided without its required following item.",
+                        )
+                    )
+            if not isinstance(p, ToolCallPart):
+                continue
+            kind = _kind(raw) or "function_call"
+            if not p.id:
+                out.append(
+                    Violation(at, p.id, "empty_id", f"Missing required parameter: 'input[{at}].call_id'.")
+                )
+                continue
+            if p.id in calls:
+                out.append(
+                    Violation(
+                        at,
+                        p.id,
+                        "duplicate_id",
+                        f"Invalid 'input[{at}].call_id': duplicate value '{p.id}'; each call needs its own call_id.",
+                    )
+                )
+                continue
+            calls[p.id] = kind
+            pending[p.id] = (at, kind)
+        return out
