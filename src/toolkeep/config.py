@@ -126,15 +126,37 @@ class Config:
         """
         env = os.environ if environ is None else environ
         values: dict[str, Any] = {}
+        sources: dict[str, str] = {}
         for name, (primary, fallback) in ENV_VARIABLES.items():
             if name in overrides:
                 continue
             for variable in (primary, fallback):
                 if variable in env:
                     values[name] = _parse_env(name, variable, env[variable])
+                    sources[name] = variable
                     break
         values.update(overrides)
+        _check_ages(values, sources)
         return cls(**values)
+
+
+def _check_ages(values: Mapping[str, Any], sources: Mapping[str, str]) -> None:
+    """Refuse a summarize age below the truncate age, naming the variables that set them.
+
+    ``Config`` checks this too, but by field name; a user who set only an environment variable
+    must be told which one (SPEC 9).
+    """
+    named = [sources[n] for n in ("truncate_turns", "summarize_turns") if n in sources]
+    if not named:
+        return
+    truncate = values.get("truncate_turns", Config.truncate_turns)
+    summarize = values.get("summarize_turns", Config.summarize_turns)
+    if isinstance(truncate, int) and isinstance(summarize, int) and summarize < truncate:
+        raise ConfigError(
+            f"{' and '.join(named)}: the summarize age ({summarize}) must not be smaller than "
+            f"the truncate age ({truncate})",
+            variable=named[-1],
+        )
 
 
 def _parse_env(name: str, variable: str, text: str) -> Any:
