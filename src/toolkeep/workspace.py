@@ -249,8 +249,10 @@ class WorkspaceReader:
         if any(c in _LOOKALIKES for c in raw) or _folds_to_separator(raw):
             raise ReaderError(f"refused: {_show(raw)} has chars that look like a slash or a dot")
         components = raw.split("/")
-        if ".." in components or "\\" in raw:
-            raise ReaderError(f"refused: {_show(raw)} climbs out with '..' (or uses '\\\\')")
+        if ".." in components:
+            raise ReaderError(f"refused: {_show(raw)} has a '..' component")
+        if "\\" in raw:
+            raise ReaderError(f"refused: {_show(raw)} has a backslash (not a path separator here)")
         if any(len(c.encode("utf-8", "surrogatepass")) > MAX_NAME_BYTES for c in components):
             raise ReaderError(f"refused: {_show(raw)} has a name longer than {MAX_NAME_BYTES} bytes")
         return raw

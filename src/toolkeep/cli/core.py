@@ -20,6 +20,7 @@ from ._app import cli, dumps, format_option, read_json, split_request, write_out
 @click.option("--workspace", type=click.Path(file_okay=False), help="Session directory to use and keep.")
 @click.option("--report", "report_path", metavar="FILE", help="Write a JSON report of what was done.")
 @click.option("--indent", type=click.IntRange(0, 8), default=None, help="Indent the JSON output.")
+@click.option("--store", "store_url", metavar="URL", help="Archive originals there (sqlite:///f.db, redis://...).")
 def prepare(
     source: str,
     output: str,
@@ -27,6 +28,7 @@ def prepare(
     workspace: str | None,
     report_path: str | None,
     indent: int | None,
+    store_url: str | None,
 ) -> None:
     """Repair, budget and compact the history in IN (a JSON file, - for stdin)."""
     messages, rebuild = split_request(read_json(source), source)
@@ -34,7 +36,7 @@ def prepare(
     ws = Workspace(workspace, keep=True)
     if workspace is None:
         click.echo(f"toolkeep: session workspace: {ws.path}", err=True)
-    with Session(config, workspace=ws) as session:
+    with Session(config, workspace=ws, store=store_url) as session:
         prepared, report = session.prepare(messages, format=format_name)
     write_output(output, dumps(rebuild(prepared), indent))
     if report_path:
