@@ -32,6 +32,7 @@ __all__ = [
     "result_texts",
     "sdk_anthropic_histories",
     "sdk_openai_chat_histories",
+    "segment_pairs",
     "tool_result",
     "tool_use",
     "user",
@@ -309,3 +310,14 @@ def oa_tool(call_id: str, content: Any = "ok") -> dict[str, Any]:
 def oa_user(content: Any = "go on") -> dict[str, Any]:
     """An OpenAI Chat user message."""
     return {"role": "user", "content": content}
+
+
+@st.composite
+def segment_pairs(draw: st.DrawFn) -> tuple[list[str], list[str]]:
+    """Two serialized requests as segment lists that often share a prefix (replay cost model):
+    the second keeps some leading segments of the first, then adds its own."""
+    seg = st.text(st.sampled_from(["a", "b", ",", "{", "é", "🙂"]), min_size=1, max_size=6)  # never empty
+    first = draw(st.lists(seg, max_size=6))
+    kept = first[: draw(st.integers(0, len(first)))]
+    second = kept + draw(st.lists(seg, max_size=4))
+    return first, second

@@ -200,7 +200,8 @@ def _print_table(document: dict[str, Any], counter: TokenCounter) -> None:
         table.add_row(*_cells(_label(s["source"], 44), s["format"], s))
     total = document["total"]
     table.add_section()
-    table.add_row(*_cells(f"total ({total['sessions']} sessions)", "", total), style="bold")
+    n = total["sessions"]
+    table.add_row(*_cells(f"total ({n} session{'' if n == 1 else 's'})", "", total), style="bold")
     # Piped output keeps the full width rather than the 80 columns rich assumes off a terminal.
     Console(width=None if sys.stdout.isatty() else 180).print(table)
     click.echo(
