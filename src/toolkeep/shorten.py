@@ -22,6 +22,7 @@ __all__ = [
     "SAVED_PATH_RE",
     "archive_key",
     "cap_form",
+    "carried_keys",
     "compact_form",
     "format_size",
     "line_count",

@@ -10,7 +10,7 @@ from ..exceptions import FormatError
 from ..messages import History, Message, OpaquePart, Part, TextPart, ToolCallPart, ToolResultPart
 from ._base import Format, Violation, expect_mapping
 
-__all__ = ["AnthropicFormat"]
+__all__ = ["AnthropicFormat", "replace_text_content", "result_text"]
 
 _ROLES = ("user", "assistant")
 _DISTINCT_BLOCKS = {

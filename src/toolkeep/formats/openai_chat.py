@@ -10,7 +10,7 @@ from ..exceptions import FormatError
 from ..messages import History, Message, OpaquePart, Part, TextPart, ToolCallPart, ToolResultPart
 from ._base import Format, Violation, expect_mapping
 
-__all__ = ["OpenAIChatFormat"]
+__all__ = ["OpenAIChatFormat", "content_text"]
 
 _ROLES = ("system", "developer", "user", "assistant", "tool", "function")
 
