@@ -14,8 +14,10 @@ from typing import Any, NamedTuple
 from .config import Config
 from .exceptions import ConfigError
 from .formats import Format, resolve_format
+from .policies import economy_steps, seed_steps
 from .report import Report
 from .steps import (
+    Memo,
     Microcompactor,
     ResultBudget,
     Step,
@@ -79,6 +81,7 @@ def default_steps(config: Config) -> list[Step]:
 
 POLICIES: dict[str, Callable[[Config], list[Step]]] = {"default": default_steps}
 """Named step lists; ``Config(policy=NAME)`` picks one."""
+POLICIES.update(seed=seed_steps, economy=economy_steps)
 
 
 def run_pipeline(
@@ -89,15 +92,17 @@ def run_pipeline(
     workspace: Workspace | None = None,
     store: ArchiveStore | None = None,
     steps: Sequence[Step] | None = None,
+    memo: Memo | None = None,
 ) -> Prepared:
     """Run ``steps`` (default: :func:`build_steps`) over ``messages``; never mutates them.
 
     Without a workspace nothing is persisted (previews say so); without a store nothing is
-    archived. :class:`toolkeep.Session` supplies both.
+    archived. :class:`toolkeep.Session` supplies both, and a ``memo`` that carries the work of
+    earlier runs over to the next (the output is the same with or without it).
     """
     fmt = resolve_format(messages, format)
     config = config if config is not None else Config.from_env()
-    ctx = StepContext(fmt, config, workspace, store, Report(format=fmt.name))
+    ctx = StepContext(fmt, config, workspace, store, Report(format=fmt.name), memo if memo is not None else Memo())
     history = fmt.load(messages)
     ctx.report.chars_before = sum(len(s.result.text) for s in iter_results(history))
     for step in steps if steps is not None else build_steps(config):
@@ -106,3 +111,4 @@ def run_pipeline(
     ctx.report.total = len(slots)
     ctx.report.chars_after = sum(len(s.result.text) for s in slots)
     return Prepared(fmt.dump(history), ctx.report)
+

@@ -8,8 +8,12 @@ from types import TracebackType
 from typing import Any
 
 from .config import Config
-from .formats import Format
+from .exceptions import FormatError
+from .formats import Format, detect_format, resolve_format
+from .incremental import BlockEngine, is_block_local
 from .pipeline import Prepared, build_steps, run_pipeline
+from .report import Report
+from .steps import Memo, StepContext
 from .stores import ArchiveStore, FileStore, open_store
 from .workspace import Workspace
 
@@ -48,6 +52,9 @@ class Session:
         else:
             self.store = store
         self.steps = build_steps(self.config)
+        self.memo = Memo()
+        self._engine = BlockEngine() if is_block_local(self.steps) else None
+        self._detected: tuple[Format, int, Any] | None = None
 
     def prepare(self, messages: Sequence[Any], format: str | Format = "auto") -> Prepared:
         """The history to send and a report; ``messages`` is never mutated.
@@ -55,14 +62,40 @@ class Session:
         Unchanged messages are shared with the input (treat the output as read-only); changed
         ones are new objects.
         """
-        return run_pipeline(
-            messages,
-            format=format,
-            config=self.config,
-            workspace=self.workspace,
-            store=self.store,
-            steps=self.steps,
-        )
+        if not isinstance(messages, (list, tuple)):
+            raise FormatError(f"a history is a list of messages, got {type(messages).__name__}")
+        fmt = self._format(messages, format)
+        try:
+            if self._engine is not None and fmt.per_message:
+                report = Report(format=fmt.name)
+                ctx = StepContext(
+                    fmt, self.config, self.workspace, self.store, report, memo=self.memo
+                )
+                return Prepared(self._engine.run(fmt, messages, self.steps, ctx), report)
+            return run_pipeline(
+                messages,
+                format=fmt,
+                config=self.config,
+                workspace=self.workspace,
+                store=self.store,
+                steps=self.steps,
+                memo=self.memo,
+            )
+        finally:
+            self.memo.end_run()
+
+    def _format(self, messages: Sequence[Any], format: str | Format) -> Format:
+        """The format to use; ``auto`` re-detects only what is new since the last request."""
+        if format != "auto":
+            return resolve_format(messages, format)
+        if self._detected is not None and messages:
+            fmt, seen, first = self._detected
+            if messages[0] is first and len(messages) >= seen and fmt.detect(messages[seen:]) > 0:
+                self._detected = (fmt, len(messages), first)
+                return fmt
+        fmt = detect_format(messages)
+        self._detected = (fmt, len(messages), messages[0]) if messages else None
+        return fmt
 
     def recall(self, key: str) -> str | None:
         """The original archived under ``key``, or ``None`` if the store does not have it."""

@@ -43,6 +43,17 @@ class Format(ABC):
     """True when all results of one block must sit in the single message after the calls."""
     native_objects: ClassVar[bool] = False
     """True when ``load``/``dump`` read and give back SDK objects themselves (LangChain)."""
+    per_message: ClassVar[bool] = False
+    """True when :meth:`load_message` and :meth:`dump_message` work one message at a time, so
+    a session can reuse the neutral form of every message it has seen before."""
+
+    def load_message(self, index: int, raw: Any) -> Message:
+        """The neutral form of one message (formats with ``per_message``)."""
+        raise NotImplementedError(f"{self.name} loads whole histories only")
+
+    def dump_message(self, message: Message) -> Any:
+        """The provider form of one rebuilt message (formats with ``per_message``)."""
+        raise NotImplementedError(f"{self.name} dumps whole histories only")
 
     @abstractmethod
     def detect(self, messages: Sequence[Any]) -> int:

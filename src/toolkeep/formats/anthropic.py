@@ -54,6 +54,7 @@ class AnthropicFormat(Format):
     """Anthropic Messages API ``messages`` (dicts, as the SDK's ``MessageParam`` TypedDicts)."""
 
     name = "anthropic"
+    per_message = True
     unique_call_ids = True
     grouped_results = True
 
@@ -80,9 +81,9 @@ class AnthropicFormat(Format):
         return score
 
     def load(self, messages: Sequence[Any]) -> History:
-        return [self._load_message(i, m) for i, m in enumerate(messages)]
+        return [self.load_message(i, m) for i, m in enumerate(messages)]
 
-    def _load_message(self, index: int, raw: Any) -> Message:
+    def load_message(self, index: int, raw: Any) -> Message:
         m = expect_mapping(raw, index)
         role = m.get("role")
         if role not in _ROLES:
@@ -118,9 +119,9 @@ class AnthropicFormat(Format):
         return Message(role, tuple(parts), raw=m)
 
     def dump(self, history: History) -> list[Any]:
-        return [m.raw if not m.dirty else self._dump_message(m) for m in history]
+        return [m.raw if not m.dirty else self.dump_message(m) for m in history]
 
-    def _dump_message(self, m: Message) -> dict[str, Any]:
+    def dump_message(self, m: Message) -> dict[str, Any]:
         base = dict(m.raw) if isinstance(m.raw, Mapping) else {"role": m.role}
         base["role"] = m.role
         if m.meta.get("string") and len(m.parts) == 1 and isinstance(m.parts[0], TextPart):

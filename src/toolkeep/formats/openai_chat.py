@@ -33,6 +33,7 @@ class OpenAIChatFormat(Format):
     """OpenAI Chat Completions ``messages`` (dicts, as the SDK's ``ChatCompletionMessageParam``)."""
 
     name = "openai-chat"
+    per_message = True
     unique_call_ids = False
     grouped_results = False
 
@@ -57,9 +58,9 @@ class OpenAIChatFormat(Format):
         return score
 
     def load(self, messages: Sequence[Any]) -> History:
-        return [self._load_message(i, m) for i, m in enumerate(messages)]
+        return [self.load_message(i, m) for i, m in enumerate(messages)]
 
-    def _load_message(self, index: int, raw: Any) -> Message:
+    def load_message(self, index: int, raw: Any) -> Message:
         m = expect_mapping(raw, index)
         role = m.get("role")
         if role not in _ROLES:
@@ -94,9 +95,9 @@ class OpenAIChatFormat(Format):
         return Message(role if role != "developer" and role != "function" else "system", tuple(parts), raw=m)
 
     def dump(self, history: History) -> list[Any]:
-        return [m.raw if not m.dirty else self._dump_message(m) for m in history]
+        return [m.raw if not m.dirty else self.dump_message(m) for m in history]
 
-    def _dump_message(self, m: Message) -> dict[str, Any]:
+    def dump_message(self, m: Message) -> dict[str, Any]:
         if m.role == "tool":
             (p,) = m.parts
             assert isinstance(p, ToolResultPart)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ._context import ResultSlot, Step, StepContext, iter_results, replace_results
+from ._context import MISSING, Memo, ResultSlot, Step, StepContext, iter_results, replace_results
 from .budget import ResultBudget
 from .caps import ToolCaps
 from .microcompact import Microcompactor
@@ -10,7 +10,9 @@ from .originals import restore_originals
 from .pairing import MISSING_RESULT_TEXT, repair_pairing, synthetic_result
 
 __all__ = [
+    "MISSING",
     "MISSING_RESULT_TEXT",
+    "Memo",
     "Microcompactor",
     "ResultBudget",
     "ResultSlot",

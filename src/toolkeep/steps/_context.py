@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass, field, replace
-from typing import TypeAlias
+from typing import Any, TypeAlias, TypeVar
 
 from ..config import Config
 from ..exceptions import StoreError
@@ -16,9 +16,64 @@ from ..shorten import archive_key
 from ..stores import ArchiveStore
 from ..workspace import Workspace
 
-__all__ = ["ResultSlot", "Step", "StepContext", "iter_results", "replace_results"]
+__all__ = ["MISSING", "Memo", "ResultSlot", "Step", "StepContext", "block_local", "iter_results", "replace_results"]
 
 log = logging.getLogger("toolkeep")
+
+T = TypeVar("T")
+
+
+class Memo:
+    """Work a session already did, keyed by the identity of the objects it was done on.
+
+    An agent sends a history that only grows, so almost every message, block and result of a
+    request was seen in the previous one. Steps look their work up here instead of redoing it.
+    Entries hold the objects they are keyed on, so an ``id`` is never reused while its entry
+    lives. Two generations: what a run does not use is dropped at the end of the next run, so
+    the memo holds about one history's worth of work.
+    """
+
+    __slots__ = ("_current", "_previous")
+
+    def __init__(self) -> None:
+        self._current: dict[Any, tuple[Any, Any]] = {}
+        self._previous: dict[Any, tuple[Any, Any]] = {}
+
+    def get(self, space: str, obj: Any, extra: Hashable = None) -> Any:
+        """The value stored for ``(space, obj, extra)``, or :data:`MISSING`."""
+        key = (space, id(obj), extra)
+        entry = self._current.get(key)
+        if entry is None:
+            entry = self._previous.pop(key, None)
+            if entry is None:
+                return MISSING
+            self._current[key] = entry
+        return entry[1] if entry[0] is obj else MISSING
+
+    def put(self, space: str, obj: Any, value: T, extra: Hashable = None) -> T:
+        self._current[(space, id(obj), extra)] = (obj, value)
+        return value
+
+    def end_run(self) -> None:
+        """Forget what this run did not use."""
+        self._previous = self._current
+        self._current = {}
+
+    def clear(self) -> None:
+        self._current.clear()
+        self._previous.clear()
+
+    def __len__(self) -> int:
+        return len(self._current) + len(self._previous)
+
+
+class _Missing:
+    def __repr__(self) -> str:
+        return "MISSING"
+
+
+MISSING: Any = _Missing()
+"""What :meth:`Memo.get` returns for work not done yet."""
 
 
 @dataclass
@@ -30,6 +85,14 @@ class StepContext:
     workspace: Workspace | None = None
     store: ArchiveStore | None = None
     report: Report = field(default_factory=Report)
+    memo: Memo = field(default_factory=Memo)
+    """Work earlier runs of the same session did; a fresh one for a one-off run."""
+    age_offset: int = 0
+    """Assistant messages after the history given to the steps (when it is one block of more)."""
+    seen_ids: set[str] = field(default_factory=set)
+    """Call ids of the blocks before this history, for formats that want ids unique."""
+    index_offset: int = 0
+    """Index of this history's first message in the whole request (for report entries)."""
 
     def archive(self, original: str) -> str | None:
         """Archive ``original``; its key, or ``None`` when there is no store or it failed."""
@@ -72,7 +135,19 @@ Step: TypeAlias = Callable[[History, StepContext], History]
 """A pipeline step: takes a history and the run's context, returns a new history.
 
 A step never mutates its input: it builds new messages and parts where it changes something.
+A step with a true ``block_local`` attribute reads nothing outside the history it is given but
+``ctx.age_offset``, ``ctx.seen_ids`` and ``ctx.index_offset``, so a session may run it one block
+at a time (see :mod:`toolkeep.incremental`); a step whose output depends on ages says how with an
+``age_key(age, ctx)`` method.
 """
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def block_local(step: F) -> F:
+    """Mark a step function as able to run one block at a time."""
+    step.block_local = True  # type: ignore[attr-defined]
+    return step
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,20 +161,34 @@ class ResultSlot:
     result: ToolResultPart
 
 
-def iter_results(history: History) -> Iterator[ResultSlot]:
-    """Every result with its block number and age (assistant messages after its call's)."""
-    assistants = sum(1 for m in history if m.role == "assistant")
+def iter_results(history: History, age_offset: int = 0) -> Iterator[ResultSlot]:
+    """Every result with its block number and age (assistant messages after its call's).
+
+    ``age_offset`` counts assistant messages that follow ``history`` (when it is a part)."""
+    assistants = age_offset
+    for m in history:
+        if m.role == "assistant":
+            assistants += 1
     block = -1
     for i, m in enumerate(history):
         if m.role == "assistant":
             block += 1
+            continue
         for j, p in enumerate(m.parts):
-            if isinstance(p, ToolResultPart):
-                yield ResultSlot(i, j, block, assistants - 1 - block, p)
+            if p.kind == "tool_result":
+                yield ResultSlot(i, j, block, assistants - 1 - block, p)  # type: ignore[arg-type]
 
 
-def replace_results(history: History, updates: dict[tuple[int, int], ToolResultPart]) -> History:
-    """A new history with the results at ``(message, part)`` replaced; others shared."""
+def replace_results(
+    history: History,
+    updates: dict[tuple[int, int], ToolResultPart],
+    memo: Memo | None = None,
+) -> History:
+    """A new history with the results at ``(message, part)`` replaced; others shared.
+
+    With a ``memo``, the same message given the same new parts is the same object as last run,
+    so that work keyed on it downstream (dumping) is found again.
+    """
     if not updates:
         return history
     by_message: dict[int, dict[int, ToolResultPart]] = {}
@@ -109,5 +198,12 @@ def replace_results(history: History, updates: dict[tuple[int, int], ToolResultP
     for i, parts in by_message.items():
         m = history[i]
         new_parts = tuple(parts.get(j, p) for j, p in enumerate(m.parts))
-        out[i] = replace(m, parts=new_parts, dirty=m.dirty or any(p.modified for p in parts.values()))
+        extra = tuple(map(id, new_parts))
+        if memo is not None:
+            cached = memo.get("rebuild", m, extra)
+            if cached is not MISSING and cached.parts == new_parts:
+                out[i] = cached
+                continue
+        rebuilt = replace(m, parts=new_parts, dirty=m.dirty or any(p.modified for p in parts.values()))
+        out[i] = memo.put("rebuild", m, rebuilt, extra) if memo is not None else rebuilt
     return out

@@ -6,7 +6,7 @@ from collections import defaultdict
 
 from ..messages import History, ToolResultPart
 from ..shorten import carried_keys, preview_form
-from ._context import ResultSlot, StepContext, iter_results, replace_results
+from ._context import MISSING, ResultSlot, StepContext, iter_results, replace_results
 
 __all__ = ["ResultBudget"]
 
@@ -15,6 +15,8 @@ class ResultBudget:
     """Replace results over ``max_result_chars`` by a head+tail preview naming the saved file,
     then, in any turn whose results still add up to more than ``turn_budget_chars``, do the same
     to the largest results (ties: earliest first) until the turn fits."""
+
+    block_local = True
 
     def __init__(
         self,
@@ -42,19 +44,28 @@ class ResultBudget:
             return None
         return p.with_text(text, key=key or p.key, saved_path=path, save_error=error)
 
+    def memo_preview(self, p: ToolResultPart, ctx: StepContext) -> ToolResultPart | None:
+        """:meth:`preview`, done once per result per session (failed saves are retried)."""
+        new = ctx.memo.get("preview", p)
+        if new is MISSING:
+            new = self.preview(p, ctx)
+            if new is None or new.save_error is None:
+                ctx.memo.put("preview", p, new)
+        return new  # type: ignore[no-any-return]
+
     def __call__(self, history: History, ctx: StepContext) -> History:
         updates: dict[tuple[int, int], ToolResultPart] = {}
         turns: dict[int, list[ResultSlot]] = defaultdict(list)
         for slot in iter_results(history):
             turns[slot.block].append(slot)
             if len(slot.result.text) > self.max_result_chars:
-                new = self.preview(slot.result, ctx)
+                new = self.memo_preview(slot.result, ctx)
                 if new is not None:
                     updates[(slot.message, slot.part)] = new
                     ctx.report.persisted += 1
         for slots in turns.values():
             self._fit_turn(slots, updates, ctx)
-        return replace_results(history, updates)
+        return replace_results(history, updates, ctx.memo)
 
     def _fit_turn(
         self,
@@ -72,7 +83,7 @@ class ResultBudget:
         for n in order:
             slot = slots[n]
             before = current(slot)
-            new = self.preview(before, ctx)
+            new = self.memo_preview(before, ctx)
             if new is None or new.text == before.text:
                 continue
             updates[(slot.message, slot.part)] = new

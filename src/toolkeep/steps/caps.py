@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from ..config import DEFAULT_TOOL_CAPS
 from ..messages import History, ToolResultPart
 from ..shorten import cap_form, carried_keys
-from ._context import StepContext, iter_results, replace_results
+from ._context import MISSING, StepContext, iter_results, replace_results
 
 __all__ = ["ToolCaps"]
 
@@ -20,6 +20,8 @@ class ToolCaps:
         >>> ToolCaps(default=30_000, caps={"read": 80_000}).cap_for("Read")
         80000
     """
+
+    block_local = True
 
     def __init__(
         self,
@@ -44,18 +46,23 @@ class ToolCaps:
         if len(original) <= self.cap_for(p.name):
             return None
         key = ctx.archive(original)
-        path, _ = ctx.persist(p.call_id, original)
+        path, error = ctx.persist(p.call_id, original)
         keys = ([key] if key else []) + carried_keys(original)
         text = cap_form(original, self.head, self.tail, keys=keys, path=path)
         if text != p.text and len(text) >= len(p.text):
             return None
-        return p.with_text(text, key=key or p.key, saved_path=path)
+        return p.with_text(text, key=key or p.key, saved_path=path, save_error=error)
 
     def __call__(self, history: History, ctx: StepContext) -> History:
         updates: dict[tuple[int, int], ToolResultPart] = {}
         for slot in iter_results(history):
-            new = self.cut(slot.result, ctx)
+            p = slot.result
+            new = ctx.memo.get("caps", p)
+            if new is MISSING:
+                new = self.cut(p, ctx)
+                if new is None or new.save_error is None:  # retry failed saves next run
+                    ctx.memo.put("caps", p, new)
             if new is not None:
                 updates[(slot.message, slot.part)] = new
                 ctx.report.capped += 1
-        return replace_results(history, updates)
+        return replace_results(history, updates, ctx.memo)

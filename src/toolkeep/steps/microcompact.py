@@ -8,7 +8,7 @@ from ..config import DEFAULT_PRESERVE_TOOLS
 from ..content_type import detect_content_type
 from ..messages import History, ToolResultPart
 from ..shorten import carried_keys, compact_form, summary_form
-from ._context import StepContext, iter_results, replace_results
+from ._context import MISSING, StepContext, iter_results, replace_results
 
 __all__ = ["Microcompactor"]
 
@@ -22,6 +22,8 @@ class Microcompactor:
     the summary later; the way back (archive key, saved path) is carried to every level.
     """
 
+    block_local = True
+
     def __init__(
         self,
         *,
@@ -33,6 +35,7 @@ class Microcompactor:
         preserve: Iterable[str] = DEFAULT_PRESERVE_TOOLS,
         preserve_errors: bool = True,
         content_type: Callable[[str], str] = detect_content_type,
+        recall_protect_turns: int | None = None,
     ) -> None:
         self.truncate_turns = truncate_turns
         self.summarize_turns = summarize_turns
@@ -42,17 +45,37 @@ class Microcompactor:
         self.preserve = frozenset(name.lower() for name in preserve)
         self.preserve_errors = preserve_errors
         self.content_type = content_type
+        # None: take it from the run's config, so a pipeline built without it still protects
+        self.recall_protect_turns = recall_protect_turns
 
     def preserved(self, p: ToolResultPart) -> bool:
         """True for results this compactor never shortens."""
         return (p.is_error and self.preserve_errors) or (p.name or "").lower() in self.preserve
+
+    def recalled(self, p: ToolResultPart, age: int, ctx: StepContext) -> bool:
+        """True for a recall/read_result answer younger than ``recall_protect_turns``: cutting
+        what the model just asked for would only make it ask again (recall -> compact -> recall)."""
+        turns = self.recall_protect_turns
+        if turns is None:
+            turns = ctx.config.recall_protect_turns
+        return age < turns and (p.name or "").lower() in ctx.config.recall_tools
+
+    def age_key(self, age: int, ctx: StepContext) -> tuple[int, bool]:
+        """What of a result's age decides its form: the tier, and whether recall protects it.
+
+        Two ages with the same key give the same output, so a session reuses the work."""
+        tier = 2 if age >= self.summarize_turns else 1 if age >= self.truncate_turns else 0
+        turns = self.recall_protect_turns
+        if turns is None:
+            turns = ctx.config.recall_protect_turns
+        return tier, age < turns
 
     def compact(self, p: ToolResultPart, age: int, ctx: StepContext) -> ToolResultPart | None:
         """The form of ``p`` at ``age``, or ``None`` when it stays as it is."""
         if age < self.truncate_turns:
             return None
         original = p.full_text
-        if len(original) <= self.min_chars or self.preserved(p):
+        if len(original) <= self.min_chars or self.preserved(p) or self.recalled(p, age, ctx):
             return None
         key = p.key or ctx.archive(original)
         keys = ([key] if key else []) + carried_keys(original)
@@ -67,9 +90,14 @@ class Microcompactor:
 
     def __call__(self, history: History, ctx: StepContext) -> History:
         updates: dict[tuple[int, int], ToolResultPart] = {}
-        for slot in iter_results(history):
+        for slot in iter_results(history, ctx.age_offset):
             p = slot.result
-            new = self.compact(p, slot.age, ctx)
+            if slot.age < self.truncate_turns:
+                continue
+            age_key = self.age_key(slot.age, ctx)
+            new = ctx.memo.get("compact", p, age_key)
+            if new is MISSING:
+                new = ctx.memo.put("compact", p, self.compact(p, slot.age, ctx), age_key)
             if new is None:
                 if slot.age >= self.truncate_turns and len(p.full_text) > self.min_chars:
                     ctx.report.preserved += self.preserved(p)
@@ -79,4 +107,4 @@ class Microcompactor:
                 ctx.report.summarized += 1
             else:
                 ctx.report.truncated += 1
-        return replace_results(history, updates)
+        return replace_results(history, updates, ctx.memo)

@@ -11,7 +11,7 @@ from dataclasses import replace
 
 from ..messages import History, ToolResultPart
 from ..shorten import CCR_MARKER_RE, carried_keys
-from ._context import StepContext, iter_results, replace_results
+from ._context import MISSING, StepContext, block_local, iter_results, replace_results
 
 __all__ = ["restore_originals"]
 
@@ -19,6 +19,7 @@ _SUMMARY_PREFIX = "[Old tool result cleared -- "
 _HEAD_MATCH = 32
 
 
+@block_local
 def restore_originals(history: History, ctx: StepContext) -> History:
     """Replace every result that is a shortened form of an archived original by the original."""
     if ctx.store is None:
@@ -26,14 +27,22 @@ def restore_originals(history: History, ctx: StepContext) -> History:
     updates: dict[tuple[int, int], ToolResultPart] = {}
     for slot in iter_results(history):
         p = slot.result
-        if p.original is not None or "<<ccr:" not in p.text or not CCR_MARKER_RE.search(p.text):
-            continue
-        for key in carried_keys(p.text):
-            original = ctx.lookup(key)
-            if original is not None and _derived_from(p.text, original):
-                updates[(slot.message, slot.part)] = replace(p, text=original, modified=True)
-                break
-    return replace_results(history, updates)
+        new = ctx.memo.get("restore", p)
+        if new is MISSING:
+            new = ctx.memo.put("restore", p, _restored(p, ctx))
+        if new is not None:
+            updates[(slot.message, slot.part)] = new
+    return replace_results(history, updates, ctx.memo)
+
+
+def _restored(p: ToolResultPart, ctx: StepContext) -> ToolResultPart | None:
+    if p.original is not None or "<<ccr:" not in p.text or not CCR_MARKER_RE.search(p.text):
+        return None
+    for key in carried_keys(p.text):
+        original = ctx.lookup(key)
+        if original is not None and _derived_from(p.text, original):
+            return replace(p, text=original, modified=True)
+    return None
 
 
 def _derived_from(text: str, original: str) -> bool:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from ..messages import History, Message, Part, ToolCallPart, ToolResultPart
-from ._context import StepContext
+from ._context import MISSING, StepContext, block_local
 
 __all__ = ["MISSING_RESULT_TEXT", "repair_pairing", "synthetic_result"]
 
@@ -36,19 +36,41 @@ class _Block:
     rest: list[tuple[int, Message]]
 
 
+@block_local
 def repair_pairing(history: History, ctx: StepContext) -> History:
-    """Make every call answered exactly once, right after its assistant message."""
-    all_ids = {c.id for m in history if m.role == "assistant" for c in m.calls}
-    seen: set[str] = set()
+    """Make every call answered exactly once, right after its assistant message.
+
+    A block's repair depends only on its own messages and on the call ids of the blocks before
+    it, so a block seen before (same message objects, at the same place, no id clash) is taken
+    from the session memo, report entries included.
+    """
+    seen = ctx.seen_ids
     out: History = []
-    for block in _blocks(history):
-        out.extend(_repair_block(block, ctx, all_ids, seen))
+    repairs = ctx.report.repairs
+    for block in _blocks(history, ctx.index_offset):
+        ids = [c.id for c in block.assistant.calls] if block.assistant is not None else []
+        key = None
+        if not any(i in seen for i in ids):
+            anchor = block.assistant if block.assistant is not None else (block.rest[0][1] if block.rest else None)
+            key = (block.start, tuple(id(m) for _, m in block.rest))
+            cached = ctx.memo.get("pairing", anchor, key) if anchor is not None else MISSING
+            if cached is not MISSING:
+                messages, done = cached
+                out.extend(messages)
+                repairs.extend(done)
+                seen.update(ids)
+                continue
+        first = len(repairs)
+        messages = _repair_block(block, ctx, seen)
+        out.extend(messages)
+        if key is not None and anchor is not None:
+            ctx.memo.put("pairing", anchor, (messages, repairs[first:]), key)
     return out
 
 
-def _blocks(history: History) -> list[_Block]:
-    blocks: list[_Block] = [_Block(0, None, [])]
-    for i, m in enumerate(history):
+def _blocks(history: History, offset: int = 0) -> list[_Block]:
+    blocks: list[_Block] = [_Block(offset, None, [])]
+    for i, m in enumerate(history, offset):
         if m.role == "assistant":
             blocks.append(_Block(i, m, []))
         else:
@@ -57,7 +79,7 @@ def _blocks(history: History) -> list[_Block]:
 
 
 def _prune_calls(
-    block: _Block, ctx: StepContext, all_ids: set[str], seen: set[str]
+    block: _Block, ctx: StepContext, seen: set[str]
 ) -> tuple[Message | None, list[tuple[ToolCallPart, str]]]:
     """The assistant message with bad calls pruned, and ``(call, id its results carry)`` pairs."""
     m = block.assistant
@@ -87,7 +109,7 @@ def _prune_calls(
         here.add(p.id)
         call = p
         if ctx.format.unique_call_ids and p.id in seen:
-            new_id = _fresh_id(p.id, all_ids)
+            new_id = _fresh_id(p.id, seen | {c.id for c in m.calls})
             report.add_repair("renamed", p.id, i, f"renamed to {new_id}")
             call = replace(p, id=new_id)
             changed = True
@@ -103,16 +125,15 @@ def _prune_calls(
 
 
 def _fresh_id(old: str, taken: set[str]) -> str:
+    """``old_2``, ``old_3``, ...: the first not taken by an earlier call or one in this block."""
     n = 2
     while f"{old}_{n}" in taken:
         n += 1
-    new = f"{old}_{n}"
-    taken.add(new)
-    return new
+    return f"{old}_{n}"
 
 
-def _repair_block(block: _Block, ctx: StepContext, all_ids: set[str], seen: set[str]) -> list[Message]:
-    assistant, calls = _prune_calls(block, ctx, all_ids, seen)
+def _repair_block(block: _Block, ctx: StepContext, seen: set[str]) -> list[Message]:
+    assistant, calls = _prune_calls(block, ctx, seen)
     report = ctx.report
     head: list[Message] = [assistant] if assistant is not None else []
     if block.assistant is not None and assistant is None:

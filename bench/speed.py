@@ -1,0 +1,141 @@
+"""Speed of ``Session.prepare`` on the largest real trajectory, as ratios to ``json.dumps``.
+
+Replays the trajectory turn by turn (the request before each assistant message) through one
+Session, timing ``prepare`` and ``json.dumps`` of the request it returns, in the same process and
+run. Prints a table and, with ``--write``, records it in bench/results.md (section "Speed").
+
+    python bench/speed.py [--write] [--every N] [--no-cache]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import statistics
+import sys
+import time
+import tracemalloc
+from pathlib import Path
+from typing import Any
+
+import toolkeep
+
+HERE = Path(__file__).resolve().parent
+DATA = HERE.parent.parent / "shared" / "bench-data" / "anthropic"
+
+
+def largest_trajectory() -> Path:
+    files = sorted(DATA.glob("*.json"), key=lambda p: p.stat().st_size)
+    if not files:
+        sys.exit(f"no trajectories under {DATA}: this benchmark needs ../shared/bench-data")
+    return files[-1]
+
+
+def request_ends(history: list[Any]) -> list[int]:
+    """End index (exclusive) of each request: the history before each assistant message."""
+    return [i for i, m in enumerate(history) if m.get("role") == "assistant" and i > 0]
+
+
+def timed(fn: Any, *args: Any, repeat: int = 1) -> tuple[float, Any]:
+    best = float("inf")
+    out = None
+    for _ in range(repeat):
+        t = time.perf_counter()
+        out = fn(*args)
+        best = min(best, time.perf_counter() - t)
+    return best, out
+
+
+def replay(history: list[Any], config: toolkeep.Config, every: int) -> list[tuple[int, float, float]]:
+    """(request number, prepare seconds, json.dumps seconds) for every ``every``-th request."""
+    rows = []
+    with toolkeep.Session(config) as session:
+        for n, end in enumerate(request_ends(history)):
+            request = history[:end]
+            t_prep, (out, _) = timed(session.prepare, request, "anthropic")
+            if n % every == 0:
+                t_dump, _ = timed(json.dumps, out, repeat=3)
+                rows.append((n, t_prep, t_dump))
+    return rows
+
+
+def median_ratio(rows: list[tuple[int, float, float]], lo: int, hi: int) -> float:
+    sel = [p / d for n, p, d in rows if lo <= n < hi]
+    return statistics.median(sel) if sel else float("nan")
+
+
+def median_time(rows: list[tuple[int, float, float]], lo: int, hi: int) -> float:
+    sel = [p for n, p, _ in rows if lo <= n < hi]
+    return statistics.median(sel) if sel else float("nan")
+
+
+def resumed(history: list[Any], config: toolkeep.Config) -> float:
+    """First prepare of a new Session given the whole history, as a ratio to json.dumps of it."""
+    with toolkeep.Session(config) as session:
+        t_prep, (out, _) = timed(session.prepare, history, "anthropic")
+    t_dump, _ = timed(json.dumps, out, repeat=3)
+    return t_prep / t_dump
+
+
+def peak_memory(history: list[Any], config: toolkeep.Config) -> float:
+    """Peak extra memory of a session replaying the history, as a ratio to the history's size."""
+    size = len(json.dumps(history))
+    gc.collect()
+    tracemalloc.start()
+    with toolkeep.Session(config) as session:
+        for end in request_ends(history):
+            session.prepare(history[:end], "anthropic")
+        _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    return peak / size
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--write", action="store_true", help="record the table in bench/results.md")
+    parser.add_argument("--every", type=int, default=1, help="time json.dumps every N requests")
+    parser.add_argument("--memory", action="store_true", help="also measure peak memory (slower)")
+    args = parser.parse_args()
+
+    path = largest_trajectory()
+    history = json.loads(path.read_text(encoding="utf-8"))
+    config = toolkeep.Config()
+    rows = replay(history, config, args.every)
+    last = rows[-1][0] + 1
+    lines = [
+        f"Trajectory: `{path.name}` ({len(history)} messages, {last} requests), one Session, same process.",
+        "",
+        "| measure | value |",
+        "|---|---:|",
+        f"| median prepare / json.dumps, last 200 requests | {median_ratio(rows, last - 200, last):.2f}x |",
+        f"| median prepare / json.dumps, requests 200-400 | {median_ratio(rows, 200, 400):.2f}x |",
+        f"| growth: median prepare time, requests {last - 200}-{last} vs 200-400 | "
+        f"{median_time(rows, last - 200, last) / median_time(rows, 200, 400):.2f}x |",
+        f"| resumed session: first prepare of the whole history / json.dumps | {resumed(history, config):.2f}x |",
+    ]
+    if args.memory:
+        lines.append(f"| peak extra memory of a session / history size | {peak_memory(history, config):.2f}x |")
+    table = "\n".join(lines)
+    print(table)
+    if args.write:
+        write_section("Speed", table)
+
+
+def write_section(title: str, body: str) -> None:
+    """Replace (or append) the ``## title`` section of bench/results.md."""
+    results = HERE / "results.md"
+    text = results.read_text(encoding="utf-8") if results.exists() else "# Benchmark results\n"
+    head = f"## {title}\n"
+    start = text.find(head)
+    section = f"{head}\n{body}\n\n"
+    if start < 0:
+        text = text.rstrip("\n") + "\n\n" + section
+    else:
+        end = text.find("\n## ", start + len(head))
+        text = text[:start] + section + (text[end + 1 :] if end >= 0 else "")
+    results.write_text(text.rstrip("\n") + "\n", encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,90 @@
+"""A long-lived session gives, at every turn, exactly what a fresh one-off run gives."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import toolkeep
+from toolkeep.incremental import fingerprint
+from toolkeep.pipeline import run_pipeline
+
+from .conftest import TRAJECTORIES, load_trajectory, shared_or_skip
+
+
+def request_ends(history: list[Any]) -> list[int]:
+    return [i for i, m in enumerate(history) if m["role"] == "assistant" and i > 0] + [len(history)]
+
+
+def fresh(history: list[Any], session: toolkeep.Session) -> tuple[list[Any], dict[str, Any]]:
+    """A one-off run over the same workspace and store, with no memory of earlier runs."""
+    out, report = run_pipeline(
+        history, format="anthropic", config=session.config, workspace=session.workspace, store=session.store
+    )
+    return out, report.to_dict()
+
+
+SMALL = [p for p in TRAJECTORIES if p.stat().st_size < 1_500_000]
+
+
+@pytest.mark.parametrize("path", SMALL[:8] or [None], ids=lambda p: p.stem[:50] if p else "absent")
+def test_cached_session_matches_fresh_run_at_every_turn(path: Path | None, tmp_path: Path) -> None:
+    """Replaying a real trajectory turn by turn, the session's output and report equal a fresh run's."""
+    shared_or_skip()
+    assert path is not None
+    history = load_trajectory(path)
+    with toolkeep.Session(toolkeep.Config(), workspace=tmp_path) as session:
+        for end in request_ends(history):
+            request = history[:end]
+            out, report = session.prepare(request, format="anthropic")
+            expected, expected_report = fresh(request, session)
+            assert json.dumps(out) == json.dumps(expected), f"turn ending at {end}"
+            assert report.to_dict() == expected_report
+
+
+def test_edited_earlier_message_is_reprocessed(tmp_path: Path) -> None:
+    """Replacing an earlier result's text invalidates what the session remembered of it."""
+    big = "line\n" * 5000
+    history: list[Any] = [
+        {"role": "user", "content": "go"},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "a", "name": "read", "input": {}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "a", "content": big}]},
+        {"role": "assistant", "content": "done"},
+    ]
+    with toolkeep.Session(toolkeep.Config(), workspace=tmp_path) as session:
+        first, _ = session.prepare(history)
+        edited = copy.copy(history)
+        edited[2] = {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "a", "content": "short"}]}
+        second, _ = session.prepare(edited)
+        assert second[2]["content"][0]["content"] == "short"
+        # an in-place edit of the message's content list is seen too
+        history[2]["content"].append({"type": "text", "text": "note"})
+        third, _ = session.prepare(history)
+        assert third[2]["content"][-1] == {"type": "text", "text": "note"}
+        assert first != third
+
+
+def test_removed_message_is_reprocessed(tmp_path: Path) -> None:
+    """Dropping an earlier message gives the same output as a fresh run over the shorter history."""
+    history: list[Any] = [{"role": "user", "content": "start"}]
+    for n in range(6):
+        history.append({"role": "assistant", "content": [{"type": "tool_use", "id": f"t{n}", "name": "read", "input": {}}]})
+        history.append({"role": "user", "content": [{"type": "tool_result", "tool_use_id": f"t{n}", "content": f"{n}\n" * 3000}]})
+    with toolkeep.Session(toolkeep.Config(), workspace=tmp_path) as session:
+        session.prepare(history)
+        shorter = history[:3] + history[5:]
+        out, _ = session.prepare(shorter)
+        expected, _ = fresh(shorter, session)
+        assert out == expected
+
+
+def test_fingerprint_sees_block_level_changes() -> None:
+    """The fingerprint changes when a block is replaced, added or edited in place."""
+    m: dict[str, Any] = {"role": "user", "content": [{"type": "text", "text": "a"}]}
+    before = fingerprint(m)
+    m["content"][0]["text"] = "b"
+    assert fingerprint(m) != before
