@@ -1,0 +1,101 @@
+"""The README cannot rot: every CLI command is documented, and its two set-up commands exist,
+point at files in the repo and do what they say."""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import toolkeep
+
+REPO = Path(__file__).resolve().parents[1]
+README = (REPO / "README.md").read_text(encoding="utf-8")
+SCRIPT = Path(sys.executable).with_name("toolkeep")
+TOOLKEEP = [str(SCRIPT)] if SCRIPT.exists() else [sys.executable, "-m", "toolkeep"]
+
+
+def shell_blocks() -> list[str]:
+    """The commands in the README's ``sh`` code blocks."""
+    return [b.strip() for b in re.findall(r"```sh\n(.*?)```", README, re.DOTALL)]
+
+
+def cli_commands() -> list[str]:
+    click = pytest.importorskip("click")
+    from toolkeep.cli import cli
+
+    assert isinstance(cli, click.Group)
+    return sorted(cli.commands)
+
+
+@pytest.mark.parametrize("command", cli_commands())
+def test_every_command_is_in_readme(command: str) -> None:
+    """Each ``toolkeep`` command is named in the README as ``toolkeep COMMAND``."""
+    assert f"toolkeep {command}" in README
+
+
+def test_contract_synopsis_in_readme() -> None:
+    """The README gives the contract's synopsis of prepare, recall, validate and --version/-h."""
+    for line in (
+        "toolkeep prepare IN [-o OUT] [--format auto|anthropic|openai-chat] [--workspace DIR] [--report FILE]",
+        "toolkeep recall KEY --workspace DIR",
+        "toolkeep validate IN [--format ...]",
+        "toolkeep --version | -h",
+    ):
+        assert line in README
+
+
+def test_exactly_two_setup_commands() -> None:
+    """Two one-line commands: install and run the example, and run the whole test suite."""
+    blocks = shell_blocks()
+    assert len(blocks) == 2
+    install, tests = blocks
+    assert "\n" not in install and "\n" not in tests
+    assert "pip install" in install and "toolkeep prepare" in install
+    assert tests == "bash scripts/test"
+
+
+def test_ci_runs_the_readme_test_command() -> None:
+    """``.ci/run`` runs the same test command as the README."""
+    ci = (REPO / ".ci" / "run").read_text(encoding="utf-8")
+    assert shell_blocks()[1] in ci.splitlines()
+
+
+def test_setup_command_files_exist() -> None:
+    """Every repo path the set-up commands name exists."""
+    for word in shlex.split(shell_blocks()[0].replace("&&", " ")) + shlex.split(shell_blocks()[1]):
+        if word.startswith(("examples/", "scripts/")):
+            assert (REPO / word).is_file(), word
+
+
+def test_readme_main_job_runs_on_the_example(tmp_path: Path) -> None:
+    """The README's prepare command, run on the shipped example, repairs, persists and compacts."""
+    install = shell_blocks()[0]
+    prepare = install[install.index("toolkeep prepare") :].split("&&")[0]
+    args = shlex.split(prepare)[1:]
+    args = [
+        str(REPO / a) if a.startswith("examples/") else str(tmp_path / a) if a.startswith("demo/") else a
+        for a in args
+    ]
+    result = subprocess.run([*TOOLKEEP, *args], capture_output=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    out_path = Path(args[args.index("-o") + 1])
+    report = json.loads(Path(args[args.index("--report") + 1]).read_text(encoding="utf-8"))
+    assert toolkeep.validate(json.loads(out_path.read_text(encoding="utf-8"))) == []
+    repairs, results = report["repairs"], report["results"]
+    assert repairs["synthetic"] and repairs["orphans_removed"] and repairs["relocated"]
+    assert results["persisted"] and (results["truncated"] or results["summarized"])
+    assert report["chars"]["after"] < report["chars"]["before"]
+
+
+def test_readme_configuration_table_matches_config() -> None:
+    """Every environment variable in the README's table is one the config reads."""
+    from toolkeep.config import ENV_VARIABLES
+
+    for primary, fallback in ENV_VARIABLES.values():
+        assert f"| `{primary}` | `{fallback}` |" in README
