@@ -1,12 +1,27 @@
 """Name the kind of content of a tool result, for the one-line summary of an old result.
 
-The first rule that matches wins: the seed's rules first, exactly as ChatCLI documents them, then
-toolkeep's own, each asking for evidence over several lines so that one stray word does not decide.
+The first rule that matches wins: the seed's rules first, then toolkeep's own, each asking for
+evidence over several lines so that one stray word does not decide.
+
+The seed's rules are kept in their order and intent, but read as *code* evidence: "contains
+``package ``" means a Go package clause at the start of a line, "contains ``def ``" a Python
+``def name(`` line, "contains ``function ``" a JavaScript function. Real agent output showed why:
+Markdown plans and pip logs ("Resolved 126 packages", "the package `moto`") and Java files
+(``package com.x;``) all contain ``package ``, and were all called "Go source".
+:func:`detect_content_type_seed` keeps the literal rules for anyone who wants ChatCLI's labels.
+
+Before the rules run, the wrappers agent harnesses put around output are looked through: a leading
+``Exit code N`` line, SWE-agent's ``[File: PATH (N lines total)]`` header and ``(N more lines
+above)`` lines, OpenHands' "result of running `cat -n` on PATH:" line, ``<returncode>`` /
+``<output>`` tags, and the line numbers of ``cat -n``, ``nl`` and Claude Code's ``Read``
+(``   12→``). A file name in such a header decides by its extension.
 
     >>> detect_content_type('{"a": 1}')
     'JSON'
     >>> detect_content_type("Traceback (most recent call last):\\n  File \\"x.py\\", line 1")
     'Python traceback'
+    >>> detect_content_type("     1→package main\\n     2→\\n     3→func main() {}")
+    'Go source'
 """
 
 from __future__ import annotations
@@ -22,7 +37,7 @@ _SAMPLE_HEAD, _SAMPLE_TAIL = 16_000, 4_000
 
 
 def detect_content_type_seed(text: str) -> str:
-    """The seed's rules only: JSON, Go, Python, JavaScript, diff, git log, else text."""
+    """The seed's rules only, literally: JSON, Go, Python, JavaScript, diff, git log, else text."""
     stripped = text.strip()
     if stripped[:1] in ("{", "[") and _parses_as_json(stripped):
         return "JSON"
@@ -39,21 +54,128 @@ def detect_content_type_seed(text: str) -> str:
     return "text"
 
 
+# a line-number prefix as cat -n / nl (tab), Claude Code Read (arrow) or SWE-agent (colon) write it
+_NUM = r"(?:[ \t]*\d+(?:→|\t|:))?"
+_GO_CLAUSE = re.compile(rf"^{_NUM}package [A-Za-z_]\w*[ \t]*(?://.*)?$", re.MULTILINE)
+_PY_DEF = re.compile(rf"^{_NUM}[ \t]*(?:async[ \t]+)?def [A-Za-z_]\w*[ \t]*\(", re.MULTILINE)
+_JS_FUNCTION = re.compile(
+    rf"^{_NUM}[ \t]*(?:export[ \t]+)?(?:default[ \t]+)?(?:async[ \t]+)?function\b"
+    r"|\bfunction\b[ \t]*\*?[ \t]*[\w$]*[ \t]*\([^()\n]*\)[ \t]*\{",
+    re.MULTILINE,
+)
+
+
+def _seed_rules(text: str, body: str) -> str:
+    """The seed's rules in the seed's order, each asking for the code it names (see above).
+
+    JSON is parsed from the whole ``text``; the code rules read ``body``, the unwrapped head and
+    tail, where a package clause or a ``def`` line shows if it is code at all (bounded cost).
+    """
+    stripped = text.strip()
+    if stripped[:1] in ("{", "[") and _parses_as_json(stripped):
+        return "JSON"
+    # the cheap substring test first: most texts fail it and skip the regex scan
+    if "package " in body and _GO_CLAUSE.search(body):
+        return "Go source"
+    if "def " in body and _PY_DEF.search(body):
+        return "Python source"
+    if "function" in body and _JS_FUNCTION.search(body):
+        return "JavaScript source"
+    if stripped.startswith(("diff ", "--- ")):
+        return "diff"
+    if stripped.startswith("commit "):
+        return "git log"
+    return "text"
+
+
 def detect_content_type(text: str) -> str:
     """The seed's rules, then evidence-based rules for logs, traces, reports, listings, markup."""
-    seed = detect_content_type_seed(text)
-    if seed != "text":
-        return seed
     # the evidence rules read the head and tail only: enough to tell, and bounded in cost
     if len(text) > _SAMPLE_HEAD + _SAMPLE_TAIL:
-        text = text[:_SAMPLE_HEAD] + "\n" + text[-_SAMPLE_TAIL:]
-    lines = [line for line in text.splitlines()[:_SAMPLE_LINES] if line.strip()]
+        sample = text[:_SAMPLE_HEAD] + "\n" + text[-_SAMPLE_TAIL:]
+    else:
+        sample = text
+    body, path = _unwrap(sample)
+    seed = _seed_rules(text if body is sample else body, body)
+    if seed != "text":
+        return seed
+    if path is not None:
+        by_name = _by_extension(path)
+        if by_name is not None:
+            return by_name
+    lines = [line for line in body.splitlines()[:_SAMPLE_LINES] if line.strip()]
     if not lines:
         return "text"
     for name, rule in _RULES:
-        if rule(text, lines):
+        if rule(body, lines):
             return name
     return "text"
+
+
+_EXIT_CODE = re.compile(r"\AExit code -?\d+\n")
+_SWE_HEADER = re.compile(r"\A\[File: (?P<path>[^\n]+?) \(\d+ lines total\)\]\n")
+_CAT_N_HEADER = re.compile(r"\AHere's the result of running `cat -n` on (?P<path>[^\n]+?):\n")
+_MORE_LINES = re.compile(r"^\(\d+ more lines (?:above|below)\)\n?", re.MULTILINE)
+_TAG_WRAPPER = re.compile(r"\A(?:<(\w+)>[^<\n]*</\1>\s*)*<output>\n")
+_LINE_NUMBER = {
+    "arrow": re.compile(r"^[ \t]*\d+→", re.MULTILINE),
+    "tab": re.compile(r"^[ \t]*\d+\t", re.MULTILINE),
+    "colon": re.compile(r"^\d+:", re.MULTILINE),
+}
+
+
+def _unwrap(text: str) -> tuple[str, str | None]:
+    """The output inside the harness's wrapper, without line numbers; and the file path a
+    header names, if any. Returns ``text`` itself (same object) when there was nothing to strip."""
+    body, path = text, None
+    body = _EXIT_CODE.sub("", body, count=1)
+    header = _SWE_HEADER.match(body) or _CAT_N_HEADER.match(body)
+    if header is not None:
+        path = header.group("path")
+        body = body[header.end() :]
+    wrapper = _TAG_WRAPPER.match(body)
+    if wrapper is not None:
+        body = body[wrapper.end() :]
+        end = body.rfind("</output>")
+        body = body[:end] if end >= 0 else body
+    if _SWE_HEADER.match(text) or "more lines" in body[:200]:
+        body = _MORE_LINES.sub("", body)
+    body = _strip_numbers(body, allow_colon=header is not None)
+    return (text if body == text else body), path
+
+
+def _strip_numbers(text: str, *, allow_colon: bool) -> str:
+    """``text`` without its line-number prefixes when most of its lines carry one.
+
+    The colon form (``12:code``) is only taken after a SWE-agent header: elsewhere it is more
+    likely a timestamp or ``file:line`` grep output.
+    """
+    lines = [line for line in text.splitlines()[:_SAMPLE_LINES] if line.strip()]
+    if not lines:
+        return text
+    for kind, pattern in _LINE_NUMBER.items():
+        if kind == "colon" and not allow_colon:
+            continue
+        if sum(1 for line in lines if pattern.match(line)) >= 0.6 * len(lines):
+            return pattern.sub("", text)
+    return text
+
+
+_EXTENSIONS = {
+    ".py": "Python source", ".pyi": "Python source", ".go": "Go source",
+    ".js": "JavaScript source", ".jsx": "JavaScript source", ".mjs": "JavaScript source",
+    ".ts": "TypeScript source", ".tsx": "TypeScript source", ".java": "Java source",
+    ".rs": "Rust source", ".c": "C/C++ source", ".h": "C/C++ source", ".cc": "C/C++ source",
+    ".cpp": "C/C++ source", ".hpp": "C/C++ source", ".md": "Markdown", ".rst": "text",
+    ".json": "JSON", ".yaml": "YAML", ".yml": "YAML", ".xml": "XML", ".html": "HTML",
+    ".htm": "HTML", ".sh": "shell script", ".bash": "shell script", ".csv": "CSV",
+}  # fmt: skip
+
+
+def _by_extension(path: str) -> str | None:
+    name = path.rsplit("/", 1)[-1].lower()
+    dot = name.rfind(".")
+    return _EXTENSIONS.get(name[dot:]) if dot > 0 else None
 
 
 def _parses_as_json(text: str) -> bool:
@@ -76,7 +198,12 @@ _TIMESTAMP = re.compile(
 )
 _LS_LONG = re.compile(r"^[-dlcbps][rwxsStT-]{9}[@+.]?\s+\d+")
 _PATH_LINE = re.compile(r"^\.{0,2}/?[\w@.+-]+(?:/[\w@.+-]*)+/?$")
-_TREE_LINE = re.compile(r"^[│├└\s|`+-]*[├└|`]-{1,2}|^[│ ]*[├└]── ")
+# tree(1) output: box-drawing branches, or the ASCII "|-- name" / "`-- name" of tree -A; a
+# Markdown table's "|---|" must not count
+_TREE_LINE = re.compile(r"^[│ \t]*[├└]──\s*\S|^[| \t]*[|`]-- \S")
+_LS_R_HEADER = re.compile(r"^\.{1,2}(?:/[^:\n]*)?:$")
+_BARE_NAME = re.compile(r"^[^\s/]+$")
+_LINT = re.compile(r"^\s*--> \S+:\d+:\d+|^\S+:\d+:\d+: [A-Z]{1,4}\d{2,4}\b|^(?:warning|error)(?:\[\w+\])?: ")
 _YAML_LINE = re.compile(r"^\s*(- )?[\w.-]+:(\s|$)")
 _JAVA_FRAME = re.compile(r"^\s+at [\w$.<>]+\(.*\)$")
 
@@ -98,13 +225,17 @@ def _test_report(text: str, lines: list[str]) -> bool:
         r"^test result: (ok|FAILED)\.",
         r"\b\d+ (passing|failing)\b",
         r"^Ran \d+ tests? in ",
+        # vitest / jest
+        r"^\s*Test (?:Files|Suites):?\s+.*\d+ (?:passed|failed)",
+        r"^\s*[✓×❯] \S+\.(?:test|spec)\.[jt]sx? \(\d+ tests?",
     )
     return any(re.search(p, text, re.MULTILINE) for p in markers)
 
 
 def _html(text: str, lines: list[str]) -> bool:
-    head = text.lstrip()[:200].lower()
-    return head.startswith(("<!doctype html", "<html")) or "<body" in text[:2000].lower()
+    head = text.lstrip()[:2000].lower()
+    # "<body" inside a JSON error or a test's DOM dump is not an HTML page: it must start as markup
+    return head.startswith(("<!doctype html", "<html")) or (head.startswith("<") and "<body" in head)
 
 
 def _xml(text: str, lines: list[str]) -> bool:
@@ -115,11 +246,22 @@ def _xml(text: str, lines: list[str]) -> bool:
 
 
 def _grep(text: str, lines: list[str]) -> bool:
+    # SWE-agent's search_dir / search_file say so on their first line
+    if re.match(r"Found \d+ matches for ", lines[0]):
+        return True
     return len(lines) >= 2 and _share(lines, _GREP) >= 0.6
 
 
+def _lint(text: str, lines: list[str]) -> bool:
+    return sum(1 for line in lines if _LINT.match(line)) >= 2
+
+
 def _log(text: str, lines: list[str]) -> bool:
-    return len(lines) >= 3 and _share(lines, _TIMESTAMP) >= 0.5
+    if len(lines) < 3:
+        return False
+    # long training and server logs interleave progress bars and warnings with stamped lines
+    stamped = sum(1 for line in lines if _TIMESTAMP.search(line))
+    return stamped >= 0.5 * len(lines) or (stamped >= 5 and stamped >= 0.25 * len(lines))
 
 
 def _listing(text: str, lines: list[str]) -> bool:
@@ -127,10 +269,14 @@ def _listing(text: str, lines: list[str]) -> bool:
         return False
     if lines[0].startswith("total ") and _share(lines[1:], _LS_LONG) >= 0.6:
         return True
+    # ls -R: "./dir:" section headers over bare names
+    headers = sum(1 for line in lines if _LS_R_HEADER.match(line))
+    if headers >= 2 and _share(lines, _BARE_NAME) >= 0.8:
+        return True
     return (
         _share(lines, _LS_LONG) >= 0.6
         or _share(lines, _TREE_LINE) >= 0.5
-        or (_share(lines, _PATH_LINE) >= 0.8)
+        or (_share(lines, _PATH_LINE) >= 0.7)
     )
 
 
@@ -142,6 +288,8 @@ def _csv(text: str, lines: list[str]) -> bool:
 
 
 def _yaml(text: str, lines: list[str]) -> bool:
+    # comments do not count either way: a YAML file often opens with "# ..." lines
+    lines = [line for line in lines if not line.lstrip().startswith("#")]
     return (len(lines) >= 3 and text.lstrip().startswith(("---\n", "apiVersion:"))) or (
         len(lines) >= 4 and _share(lines, _YAML_LINE) >= 0.8
     )
@@ -162,18 +310,24 @@ _RULES: tuple[tuple[str, Callable[[str, list[str]], bool]], ...] = (
     ("test report", _test_report),
     ("HTML", _html),
     ("XML", _xml),
+    ("lint output", _lint),
     ("grep output", _grep),
     ("log", _log),
     ("directory listing", _listing),
-    ("Rust source", _source((r"\bfn \w+", r"\blet (mut )?\w+", r"\bimpl\b", r"^\s*use \w+::"))),
+    ("Rust source", _source((r"\bfn \w+", r"\blet (mut )?\w+", r"\bimpl\b", r"^\s*use \w+::",
+                             r"^\s*#\[derive\(", r"^\s*pub (struct|enum|fn|mod) \w+"))),
     ("Java source", _source((r"\b(public|private|protected) (static )?[\w<>\[\]]+ \w+\(",
                              r"^import java", r"\bclass \w+", r"@Override"))),
     ("C/C++ source", _source((r"^#include [<\"]", r"\bint main\(", r"\b(struct|typedef) \w+",
                               r"^#define "))),
-    ("TypeScript source", _source((r"^(export )?interface \w+", r": (string|number|boolean)\b",
-                                   r"^import .* from ['\"]", r"\bconst \w+"), 3)),
+    ("TypeScript source", _source((r"^(export )?interface \w+", r"\w\??: (string|number|boolean)\b",
+                                   r"^export (type|enum) \w+", r"^\s*\w+\??: [\w.<>\[\]| ]+;\s*$"), 2)),
+    # Python without a def line (models, constants, a slice of a file): imports, classes, self.
+    ("Python source", _source((r"^(from [\w.]+ import \S|import [\w.]+( as \w+)?$)",
+                               r"^\s*class \w+(\([^)]*\))?:\s*$", r"\bself\.\w+", r'^\s*"""',
+                               r"^\s*(if|elif|for|while|with|except)\b[^\n;{]*:\s*(#.*)?$"), 2)),
     ("shell script", _source((r"^#!/(usr/)?bin/(env )?(ba|z)?sh", r"^\s*(if|for) .*; (then|do)"), 1)),
+    ("YAML", _yaml),
     ("Markdown", _source((r"^#{1,6} \S", r"^\s*[-*] \S", r"\[[^\]]+\]\([^)]+\)|^```"), 2)),
     ("CSV", _csv),
-    ("YAML", _yaml),
 )  # fmt: skip
