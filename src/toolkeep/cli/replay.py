@@ -82,6 +82,13 @@ def replay(
         counter = get_counter(token_mode, encoding)
     except ImportError as exc:
         raise InputError(str(exc)) from None
+    if plot_path:
+        from ..replay.plot import require_matplotlib
+
+        try:  # before the replay, not after minutes of it
+            require_matplotlib()
+        except ImportError as exc:
+            raise InputError(str(exc)) from None
     config = Config.from_env()
     sessions, skipped = _load_all(paths, format_name)
     if not sessions:
@@ -93,8 +100,6 @@ def replay(
 
         try:
             plot_context(results, plot_path, counter.unit)
-        except ImportError as exc:
-            raise InputError(str(exc)) from None
         except OSError as exc:
             raise InputError(f"cannot write {plot_path}: {exc.strerror or exc}") from None
     if as_json:

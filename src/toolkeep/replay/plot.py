@@ -9,10 +9,18 @@ from pathlib import Path
 
 from .replay import ReplayResult
 
-__all__ = ["MAX_PANELS", "plot_context"]
+__all__ = ["MAX_PANELS", "plot_context", "require_matplotlib"]
 
 MAX_PANELS = 36
 """Sessions drawn at most; with more, the largest (by tokens sent without toolkeep) are drawn."""
+
+
+def require_matplotlib() -> None:
+    """Raise :class:`ImportError` with an install hint unless matplotlib can be imported."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError as exc:
+        raise ImportError(f"--plot needs matplotlib: pip install 'toolkeep[plot]' ({exc})") from None
 
 
 def plot_context(results: Sequence[ReplayResult], out: str | os.PathLike[str], unit: str) -> Path:
@@ -20,11 +28,9 @@ def plot_context(results: Sequence[ReplayResult], out: str | os.PathLike[str], u
 
     Raises :class:`ImportError` with an install hint when matplotlib is missing.
     """
-    try:
-        from matplotlib.backends.backend_agg import FigureCanvasAgg
-        from matplotlib.figure import Figure
-    except ImportError as exc:
-        raise ImportError(f"--plot needs matplotlib: pip install 'toolkeep[plot]' ({exc})") from None
+    require_matplotlib()
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
 
     largest = {id(r) for r in sorted(results, key=lambda r: r.without.tokens, reverse=True)[:MAX_PANELS]}
     shown = [r for r in results if id(r) in largest]  # in the input order
