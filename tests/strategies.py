@@ -23,7 +23,9 @@ __all__ = [
     "anthropic_histories",
     "anthropic_turns",
     "assistant",
+    "configs",
     "histories",
+    "long_sessions",
     "oa_assistant",
     "oa_tool",
     "oa_user",
@@ -321,3 +323,43 @@ def segment_pairs(draw: st.DrawFn) -> tuple[list[str], list[str]]:
     kept = first[: draw(st.integers(0, len(first)))]
     second = kept + draw(st.lists(seg, max_size=4))
     return first, second
+
+
+# --------------------------------------------------------------------------------- configurations
+
+
+@st.composite
+def configs(draw: st.DrawFn) -> Any:
+    """A valid ``toolkeep.Config`` with every cut threshold drawn small or default, so that caps,
+    previews, compaction and summaries all fire on :func:`result_texts`-sized results."""
+    from toolkeep import Config
+
+    truncate = draw(st.integers(0, 4))
+    return Config(
+        default_tool_cap=draw(st.sampled_from([500, 3_000, 30_000])),
+        cap_head_chars=draw(st.integers(0, 600)),
+        cap_tail_chars=draw(st.integers(0, 300)),
+        max_result_chars=draw(st.sampled_from([1_000, 2_000, 20_000])),
+        turn_budget_chars=draw(st.sampled_from([1_000, 50_000, 200_000])),
+        preview_head_chars=draw(st.integers(0, 500)),
+        preview_tail_chars=draw(st.integers(0, 200)),
+        truncate_turns=truncate,
+        summarize_turns=truncate + draw(st.integers(0, 3)),
+        compact_min_chars=draw(st.sampled_from([0, 100, 3_000])),
+        compact_head_chars=draw(st.integers(0, 300)),
+        compact_tail_chars=draw(st.integers(0, 100)),
+        recall_page_chars=draw(st.sampled_from([1_000, 4_000, 16_000])),
+        recall_protect_turns=draw(st.integers(0, 5)),
+    )
+
+
+@st.composite
+def long_sessions(draw: st.DrawFn, max_blocks: int = 8) -> tuple[str, list[Any]]:
+    """``("anthropic", history)``: a valid session of one call per turn whose results are mostly
+    big, so that every cut (cap, preview, turn budget, truncation, summary) has old results to
+    act on; tool names include the recall tools and preserved ones."""
+    names = (*TOOL_NAMES, "recall", "read_result")
+    turns = draw(st.lists(st.tuples(st.sampled_from(names), result_texts()), min_size=1, max_size=max_blocks))
+    return "anthropic", anthropic_turns(
+        *[(f"toolu_{n:02d}", name, text) for n, (name, text) in enumerate(turns)]
+    )
