@@ -87,6 +87,16 @@ class Config:
     keep_tmpdir: bool = False
     # which step list to run: see toolkeep.pipeline.POLICIES
     policy: str = "default"
+    # SPEC 7: archive and recall
+    store_url: str | None = None
+    """Where originals are archived (``toolkeep.stores.open_store``); ``None``: the workspace."""
+    store_max_bytes: int | None = None
+    store_ttl_seconds: float | None = None
+    recall_protect_turns: int = 4
+    """A result of a ``recall_tools`` tool is not compacted until it is this many turns old."""
+    recall_page_chars: int = 16_000
+    """Most chars one recall answer holds (also kept under ``max_result_chars`` and the cap)."""
+    recall_tools: frozenset[str] = frozenset({"recall", "read_result"})
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -107,6 +117,9 @@ class Config:
             caps[str(name).lower()] = cap
         object.__setattr__(self, "tool_caps", MappingProxyType(caps))
         object.__setattr__(self, "preserve_tools", frozenset(str(n).lower() for n in self.preserve_tools))
+        object.__setattr__(self, "recall_tools", frozenset(str(n).lower() for n in self.recall_tools))
+        if self.recall_page_chars < 1:
+            raise ConfigError(f"recall_page_chars must be positive, got {self.recall_page_chars}")
 
     def cap_for(self, tool_name: str | None) -> int:
         """The per-tool cap that applies to a tool's results."""
