@@ -154,13 +154,14 @@ class TestReader:
         secret = tmp_path / "secret.txt"
         secret.write_text("no")
         with Workspace() as ws:
-            target: str | Path = {
+            targets: dict[str, str | Path] = {
                 "outside": secret,
                 "dotdot": f"{ws.results_dir}/{os.path.relpath(secret, ws.results_dir)}",
                 "symlink": ws.scratch_dir / "link.txt",
                 "directory": ws.results_dir,
                 "missing": ws.results_dir / "nope.txt",
-            }[make]
+            }
+            target = targets[make]
             if make == "symlink":
                 (ws.scratch_dir / "link.txt").symlink_to(secret)
             with pytest.raises(ReaderError):
