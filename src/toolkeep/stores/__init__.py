@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from ._base import ArchiveStore, Clock, GcResult, Limits, StoreStats, validate_key
 from .file import FileStore
 from .memory import MemoryStore
-from .url import open_store, parse_limits
+from .url import open_store, parse_limits, store_for_config
 
 if TYPE_CHECKING:  # pragma: no cover
     from .redis import RedisStore
@@ -30,6 +30,7 @@ __all__ = [
     "StoreStats",
     "open_store",
     "parse_limits",
+    "store_for_config",
     "validate_key",
 ]
 

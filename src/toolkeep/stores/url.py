@@ -18,16 +18,18 @@ Explicit ``limits`` passed to :func:`open_store` win over the query string.
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import replace
 from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
+from ..config import Config
 from ..exceptions import ConfigError
 from ._base import ArchiveStore, Clock, Limits
 from .file import FileStore
 from .memory import MemoryStore
 
-__all__ = ["open_store", "parse_limits"]
+__all__ = ["open_store", "parse_limits", "store_for_config"]
 
 _SIZE = re.compile(r"(\d+)\s*([KMG]i?B?|B)?", re.IGNORECASE)
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*([smhd]?)", re.IGNORECASE)
@@ -103,3 +105,14 @@ def open_store(url: str, *, limits: Limits | None = None, clock: Clock | None = 
         f"unsupported store URL scheme {scheme!r} in {url!r} "
         "(use memory://, file:///dir, sqlite:///file.db or redis://host:port/db)"
     )
+
+
+def store_for_config(config: Config, archive_dir: str | os.PathLike[str]) -> ArchiveStore:
+    """The store a session's config asks for: ``config.store_url`` if set, else a
+    :class:`FileStore` in ``archive_dir`` (the workspace's ``archive/``); either way with the
+    config's ``store_max_bytes`` and ``store_ttl_seconds``."""
+    ttl = config.store_ttl_seconds
+    limits = Limits(max_bytes=config.store_max_bytes, ttl=float(ttl) if ttl is not None else None)
+    if config.store_url:
+        return open_store(config.store_url, limits=limits)
+    return FileStore(archive_dir, limits=limits)
