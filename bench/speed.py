@@ -33,8 +33,9 @@ def largest_trajectory() -> Path:
 
 
 def request_ends(history: list[Any]) -> list[int]:
-    """End index (exclusive) of each request: the history before each assistant message."""
-    return [i for i, m in enumerate(history) if m.get("role") == "assistant" and i > 0]
+    """End index (exclusive) of each request: every prefix of the history, as an agent that
+    appends one message at a time and prepares before each model call would send it."""
+    return list(range(1, len(history) + 1))
 
 
 def timed(fn: Any, *args: Any, repeat: int = 1) -> tuple[float, Any]:

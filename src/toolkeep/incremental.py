@@ -1,25 +1,28 @@
-"""Incremental preparation: a session's work on a growing history, done once per block.
+"""Incremental preparation: a session's work on a growing history, in time proportional to what
+is new.
 
 An agent calls ``prepare`` before every request on a history that only grows. Done naively, each
 call re-walks, re-hashes and re-measures every old result: quadratic bookkeeping over a session.
-:class:`BlockEngine` keeps what it did per *block* (an assistant message and the messages up to
-the next one) and reuses it while the block is unchanged:
+:class:`BlockEngine` keeps the last request's *blocks* (an assistant message and the messages up
+to the next one) with their output and report, and on the next request:
 
-- a message is unchanged when it is the same object with the same :func:`fingerprint`;
-- a block's output depends only on its messages, its position, the call ids before it (for
-  formats that want ids unique) and what of its age the steps look at (``age_key``), so it is
-  looked up by exactly those;
-- everything else (new messages, a block that grew, an edited message, a block whose age moved it
-  to another tier) runs through the same steps as a one-off run would.
+- finds how much of the history is the same list of message objects as last time (a C-speed
+  comparison; unchanged earlier messages are recognised by identity, so an edit must replace
+  the message object, as agents do: an in-place edit of an already-sent message is not seen);
+- keeps every block inside that prefix except the last (which may have grown), without touching
+  it, unless the block's age moved it into another tier (only the newest few blocks can: steps
+  say from which age on their output no longer changes, ``age_horizon``);
+- runs the rest (new messages, the grown block, edited ones) through the same steps a one-off
+  run would, reusing the neutral form of any message whose fingerprint is unchanged.
 
-The output is identical to :func:`toolkeep.pipeline.run_pipeline` over the whole history; tests
-check this at every turn of real trajectories. Step lists qualify when every step is marked
-``block_local`` (it reads nothing outside the history it is given but ``ctx.age_offset`` and
-``ctx.seen_ids``); others run whole-history with the per-step memo only.
+The output and report are identical to :func:`toolkeep.pipeline.run_pipeline` over the whole
+history; tests check this at every turn of real trajectories. Step lists qualify when every step
+is ``block_local`` (see :data:`toolkeep.steps.Step`).
 """
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -27,7 +30,7 @@ from typing import Any
 from .formats import Format
 from .messages import History, Message, ToolResultPart
 from .report import Report
-from .steps import MISSING, Memo, Step, StepContext
+from .steps import MISSING, Step, StepContext
 
 __all__ = ["BlockEngine", "fingerprint", "is_block_local"]
 
@@ -37,9 +40,7 @@ def fingerprint(raw: Any) -> Any:
 
     The message's keys and values, its content list's blocks and their keys and values, each by
     identity (values the pipeline never reads, such as tool inputs, go out as the same objects
-    anyway). Far cheaper than serializing: a session checks every message on every request. An
-    edit made *inside* a block's nested value in place is not seen; give a changed message as a
-    new object (or a new block), as agents do.
+    anyway). Far cheaper than serializing.
     """
     if type(raw) is not dict:
         return raw
@@ -56,74 +57,140 @@ def is_block_local(steps: Sequence[Step]) -> bool:
     return all(getattr(step, "block_local", False) for step in steps)
 
 
+_COUNTERS = (
+    "total",
+    "capped",
+    "persisted",
+    "truncated",
+    "summarized",
+    "preserved",
+    "chars_before",
+    "chars_after",
+)
+
+
 @dataclass(frozen=True, slots=True)
-class _BlockOutput:
+class _Block:
+    start: int
+    """Input index of the block's first message."""
+    end: int
+    is_call: bool
+    """True for an assistant block, False for the messages before the first assistant message."""
+    age_key: Hashable
     messages: list[Any]
     """Provider messages of the block, as sent."""
-    call_ids_in: tuple[str, ...]
     call_ids_out: tuple[str, ...]
+    seen_before: frozenset[str]
+    """Call ids before the block, kept only when one of its own clashed with them (rare)."""
     report: Report
 
 
 class BlockEngine:
-    """Loads and prepares histories block by block, remembering each block's output."""
+    """Prepares a session's successive requests, redoing only what changed since the last one."""
 
     def __init__(self) -> None:
-        self._loaded: list[tuple[Any, Any, Message]] = []
-
-    def load(self, fmt: Format, messages: Sequence[Any], memo: Memo) -> History:
-        """The neutral history, reusing the neutral form of every message seen unchanged."""
-        previous = self._loaded
-        loaded: list[tuple[Any, Any, Message]] = []
-        for i, raw in enumerate(messages):
-            fp = fingerprint(raw)
-            if i < len(previous):
-                old_raw, old_fp, old_message = previous[i]
-                if old_raw is raw and old_fp == fp:
-                    loaded.append((raw, fp, old_message))
-                    continue
-            cached = memo.get("load", raw)
-            if cached is not MISSING and cached[0] == fp:
-                message = cached[1]
-            else:
-                message = fmt.load_message(i, raw)
-                memo.put("load", raw, (fp, message))
-            loaded.append((raw, fp, message))
-        self._loaded = loaded
-        return [entry[2] for entry in loaded]
+        self._format: Format | None = None
+        self._inputs: list[Any] = []
+        self._fingerprints: list[tuple[Any, Any, Message]] = []
+        self._blocks: list[_Block] = []
+        self._out: list[Any] = []
+        self._out_starts: list[int] = []
+        self._cum: list[tuple[int, ...]] = []
+        self._cum_repairs: list[int] = []
+        self._repairs: list[Any] = []
+        self._seen: set[str] = set()
+        self._first_failed = 0
+        self._ends: list[int] = []
 
     def run(self, fmt: Format, messages: Sequence[Any], steps: Sequence[Step], ctx: StepContext) -> list[Any]:
-        """Prepare ``messages`` block by block; the provider messages to send."""
-        history = self.load(fmt, messages, ctx.memo)
-        if not history:
-            return []
-        starts = [i for i, m in enumerate(history) if m.role == "assistant"]
-        prelude = not starts or starts[0] != 0
-        bounds = [0, *starts] if prelude else starts
-        out: list[Any] = []
-        seen = ctx.seen_ids
+        """The provider messages to send for ``messages``; fills ``ctx.report``."""
+        if fmt is not self._format:
+            self.__init__()  # type: ignore[misc]
+            self._format = fmt
+        keep = self._reusable_blocks(messages)
+        horizon = max((s.age_horizon(ctx) for s in steps if hasattr(s, "age_horizon")), default=0)
         age_steps = [s for s in steps if hasattr(s, "age_key")]
-        for n, start in enumerate(bounds):
-            end = bounds[n + 1] if n + 1 < len(bounds) else len(history)
-            block = history[start:end]
-            is_call_block = block[0].role == "assistant"
-            # the block's age: assistant messages after its own
-            age_offset = len(starts) - n - (0 if prelude else 1) if is_call_block else 0
-            age_key: Hashable = tuple(s.age_key(age_offset, ctx) for s in age_steps) if is_call_block else ()
-            key = (start, tuple(map(id, block)), age_key)
-            cached = ctx.memo.get("block", block[0], key)
-            if cached is not MISSING and not any(i in seen for i in cached.call_ids_in):
-                seen.update(cached.call_ids_out)
-                ctx.report.merge(cached.report)
-                out.extend(cached.messages)
+
+        def key_for(age: int) -> Hashable:
+            return tuple(s.age_key(age, ctx) for s in age_steps)
+
+        tail_start = self._blocks[keep].start if keep < len(self._blocks) else 0
+        history = self._load(fmt, messages, tail_start)
+        blocks = self._blocks[:keep]
+        kept_calls = keep - (1 if blocks and not blocks[0].is_call else 0)
+        assistants = kept_calls + sum(1 for m in history if m.role == "assistant")
+        seen = self._seen
+        for b in self._blocks[keep:]:
+            seen.difference_update(b.call_ids_out)
+
+        # kept blocks whose age moved them to another tier: keys are monotone in age, so walking
+        # back from the newest, the first block settled past the horizon ends the walk
+        first_changed = keep
+        j, call_index = keep, kept_calls
+        while j > 0 and blocks[j - 1].is_call:
+            j, call_index = j - 1, call_index - 1
+            b, age = blocks[j], assistants - 1 - call_index
+            key = key_for(age)
+            if key == b.age_key:
+                if age > horizon:
+                    break
                 continue
-            done = self._run_block(fmt, block, start, steps, ctx, age_offset)
-            if not done.report.save_errors and not any(i in seen for i in done.call_ids_in):
-                ctx.memo.put("block", block[0], done, key)
-            seen.update(done.call_ids_out)
-            ctx.report.merge(done.report)
-            out.extend(done.messages)
-        return out
+            blocks[j] = self._run_block(
+                fmt, self._neutral(b.start, b.end), b.start, steps, ctx, age, key, set(b.seen_before)
+            )
+            first_changed = j
+
+        # the new and changed tail
+        bounds = [i for i, m in enumerate(history) if m.role == "assistant" and i > 0]
+        bounds = [0, *bounds] if history else []
+        call_index = kept_calls
+        for n, lo in enumerate(bounds):
+            hi = bounds[n + 1] if n + 1 < len(bounds) else len(history)
+            part = history[lo:hi]
+            is_call = part[0].role == "assistant"
+            age = assistants - 1 - call_index if is_call else 0
+            blocks.append(
+                self._run_block(
+                    fmt, part, tail_start + lo, steps, ctx, age, key_for(age) if is_call else (), seen
+                )
+            )
+            call_index += is_call
+        self._commit(messages, blocks, first_changed, ctx.report)
+        return list(self._out)
+
+    def _reusable_blocks(self, messages: Sequence[Any]) -> int:
+        """How many of the last request's blocks stand unchanged at the head of ``messages``."""
+        previous = self._inputs
+        n = min(len(previous), len(messages))
+        head = messages[:n] if isinstance(messages, list) else list(messages[:n])
+        if previous[:n] == head:  # C-speed; identical objects compare equal at once
+            same = n
+        else:
+            same = next(
+                (i for i, (a, b) in enumerate(zip(previous, messages, strict=False)) if a is not b), n
+            )
+        # the last block always reruns: new messages may belong to it; so does every block from
+        # the first one whose output could not be saved, to retry the save
+        limit = min(len(self._blocks) - 1, self._first_failed)
+        return min(bisect_right(self._ends, same), max(limit, 0))
+
+    def _load(self, fmt: Format, messages: Sequence[Any], start: int) -> History:
+        """Neutral form of ``messages[start:]``, reusing that of messages with the same fingerprint."""
+        old = {id(raw): (raw, fp, m) for raw, fp, m in self._fingerprints[start:]}
+        loaded: list[tuple[Any, Any, Message]] = []
+        for i in range(start, len(messages)):
+            raw = messages[i]
+            fp = fingerprint(raw)
+            entry = old.get(id(raw))
+            if entry is not None and entry[0] is raw and entry[1] == fp:
+                loaded.append(entry)
+            else:
+                loaded.append((raw, fp, fmt.load_message(i, raw)))
+        self._fingerprints = self._fingerprints[:start] + loaded
+        return [m for _, _, m in loaded]
+
+    def _neutral(self, start: int, end: int) -> History:
+        return [m for _, _, m in self._fingerprints[start:end]]
 
     @staticmethod
     def _run_block(
@@ -133,8 +200,12 @@ class BlockEngine:
         steps: Sequence[Step],
         ctx: StepContext,
         age_offset: int,
-    ) -> _BlockOutput:
-        call_ids_in = tuple(c.id for c in block[0].calls) if block[0].role == "assistant" else ()
+        age_key: Hashable,
+        seen: set[str],
+    ) -> _Block:
+        """Run the steps over one block; ``seen`` (call ids before it) gains the block's ids."""
+        clash = fmt.unique_call_ids and any(c.id in seen for c in block[0].calls)
+        seen_before = frozenset(seen) if clash else frozenset()
         report = Report(format=fmt.name)
         sub = StepContext(
             fmt,
@@ -144,7 +215,7 @@ class BlockEngine:
             report,
             memo=ctx.memo,
             age_offset=age_offset,
-            seen_ids=set(ctx.seen_ids),
+            seen_ids=seen if fmt.unique_call_ids else set(),
             index_offset=start,
         )
         report.chars_before = _result_chars(block)
@@ -153,7 +224,6 @@ class BlockEngine:
             history = step(history, sub)
         report.chars_after = _result_chars(history)
         report.total = sum(1 for m in history for p in m.parts if isinstance(p, ToolResultPart))
-        call_ids_out = tuple(c.id for m in history if m.role == "assistant" for c in m.calls)
         dumped = []
         for m in history:
             if not m.dirty:
@@ -163,7 +233,56 @@ class BlockEngine:
             if cached is MISSING:
                 cached = ctx.memo.put("dump", m, fmt.dump_message(m))
             dumped.append(cached)
-        return _BlockOutput(dumped, call_ids_in, call_ids_out, report)
+        call_ids = tuple(c.id for m in history if m.role == "assistant" for c in m.calls)
+        return _Block(
+            start,
+            start + len(block),
+            block[0].role == "assistant",
+            age_key,
+            dumped,
+            call_ids,
+            seen_before,
+            report,
+        )
+
+    def _commit(
+        self, messages: Sequence[Any], blocks: list[_Block], first_changed: int, report: Report
+    ) -> None:
+        """Remember this request and fill ``report``, touching only blocks from ``first_changed``."""
+        out = (
+            self._out[: self._out_starts[first_changed]]
+            if first_changed < len(self._out_starts)
+            else list(self._out)
+        )
+        starts = self._out_starts[:first_changed]
+        cum = self._cum[:first_changed]
+        cum_repairs = self._cum_repairs[:first_changed]
+        repairs = self._repairs[: cum_repairs[-1]] if cum_repairs else []
+        totals = list(cum[-1]) if cum else [0] * len(_COUNTERS)
+        for b in blocks[first_changed:]:
+            starts.append(len(out))
+            out.extend(b.messages)
+            repairs.extend(b.report.repairs)
+            for n, name in enumerate(_COUNTERS):
+                totals[n] += getattr(b.report, name)
+            cum.append(tuple(totals))
+            cum_repairs.append(len(repairs))
+        self._inputs = list(messages)
+        self._blocks = blocks
+        self._out, self._out_starts, self._cum, self._cum_repairs, self._repairs = (
+            out,
+            starts,
+            cum,
+            cum_repairs,
+            repairs,
+        )
+        report.repairs = list(repairs)
+        for n, name in enumerate(_COUNTERS):
+            setattr(report, name, totals[n])
+        report.save_errors = [e for b in blocks[first_changed:] for e in b.report.save_errors]
+        failed = [n for n in range(first_changed, len(blocks)) if blocks[n].report.save_errors]
+        self._first_failed = failed[0] if failed else len(blocks)
+        self._ends = self._ends[:first_changed] + [b.end for b in blocks[first_changed:]]
 
 
 def _result_chars(history: History) -> int:

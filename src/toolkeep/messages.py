@@ -93,6 +93,13 @@ class ToolResultPart:
         """The original text, whether or not this result has been shortened."""
         return self.text if self.original is None else self.original
 
+    def named(self, name: str | None) -> ToolResultPart:
+        """A copy naming the tool that produced it (hot path: built directly, not by replace)."""
+        return ToolResultPart(
+            self.call_id, self.text, self.is_error, self.raw, name, self.synthetic, self.original,
+            self.key, self.saved_path, self.save_error, self.modified,
+        )  # fmt: skip
+
     def with_text(self, text: str, **changes: Any) -> ToolResultPart:
         """A copy sent as ``text``, remembering the original."""
         return replace(self, text=text, original=self.full_text, modified=True, **changes)

@@ -9,7 +9,7 @@ from typing import Any
 
 from .config import Config
 from .exceptions import FormatError
-from .formats import Format, detect_format, resolve_format
+from .formats import Format, _sdk, detect_format, get_format, resolve_format
 from .incremental import BlockEngine, is_block_local
 from .pipeline import Prepared, build_steps, run_pipeline
 from .report import Report
@@ -54,7 +54,7 @@ class Session:
         self.steps = build_steps(self.config)
         self.memo = Memo()
         self._engine = BlockEngine() if is_block_local(self.steps) else None
-        self._detected: tuple[Format, int, Any] | None = None
+        self._resolved: tuple[str | Format, Format, Format, int, Any, bool] | None = None
 
     def prepare(self, messages: Sequence[Any], format: str | Format = "auto") -> Prepared:
         """The history to send and a report; ``messages`` is never mutated.
@@ -85,16 +85,30 @@ class Session:
             self.memo.end_run()
 
     def _format(self, messages: Sequence[Any], format: str | Format) -> Format:
-        """The format to use; ``auto`` re-detects only what is new since the last request."""
-        if format != "auto":
-            return resolve_format(messages, format)
-        if self._detected is not None and messages:
-            fmt, seen, first = self._detected
-            if messages[0] is first and len(messages) >= seen and fmt.detect(messages[seen:]) > 0:
-                self._detected = (fmt, len(messages), first)
+        """The format to use, looking only at what is new since the last request.
+
+        Detection (``auto``) and the check for SDK objects read every message; a session reads
+        each message once: while the history starts with the same first message and only grows,
+        the new messages are checked against the format already chosen.
+        """
+        cached = self._resolved
+        if cached is not None and messages and len(messages) >= cached[3]:
+            request, base, fmt, scanned, first, objects = cached
+            new = messages[scanned:]
+            same = request == format and messages[0] is first
+            if (
+                same
+                and (objects or not _sdk.has_objects(new))
+                and (format != "auto" or not new or base.detect(_sdk.plain_view(new)) > 0)
+            ):
+                self._resolved = (request, base, fmt, len(messages), first, objects)
                 return fmt
-        fmt = detect_format(messages)
-        self._detected = (fmt, len(messages), messages[0]) if messages else None
+        base = resolve_format(messages, format) if isinstance(format, Format) else (
+            detect_format(messages) if format == "auto" else get_format(format)
+        )
+        fmt = resolve_format(messages, base)
+        objects = fmt is not base
+        self._resolved = (format, base, fmt, len(messages), messages[0], objects) if messages else None
         return fmt
 
     def recall(self, key: str) -> str | None:

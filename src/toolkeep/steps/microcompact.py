@@ -70,6 +70,13 @@ class Microcompactor:
             turns = ctx.config.recall_protect_turns
         return tier, age < turns
 
+    def age_horizon(self, ctx: StepContext) -> int:
+        """The age from which :meth:`age_key` no longer changes."""
+        turns = self.recall_protect_turns
+        if turns is None:
+            turns = ctx.config.recall_protect_turns
+        return max(self.summarize_turns, turns)
+
     def compact(self, p: ToolResultPart, age: int, ctx: StepContext) -> ToolResultPart | None:
         """The form of ``p`` at ``age``, or ``None`` when it stays as it is."""
         if age < self.truncate_turns:

@@ -48,6 +48,8 @@ def repair_pairing(history: History, ctx: StepContext) -> History:
     out: History = []
     repairs = ctx.report.repairs
     for block in _blocks(history, ctx.index_offset):
+        if block.assistant is None and not block.rest:
+            continue
         ids = [c.id for c in block.assistant.calls] if block.assistant is not None else []
         key = None
         if not any(i in seen for i in ids):
@@ -207,7 +209,5 @@ def _misplaced(
 def _with_names(m: Message, names: dict[str, str]) -> Message:
     if not names or not any(isinstance(p, ToolResultPart) for p in m.parts):
         return m
-    parts = tuple(
-        replace(p, name=names.get(p.call_id)) if isinstance(p, ToolResultPart) else p for p in m.parts
-    )
-    return replace(m, parts=parts)
+    parts = tuple(p.named(names.get(p.call_id)) if isinstance(p, ToolResultPart) else p for p in m.parts)
+    return Message(m.role, parts, m.raw, m.dirty, m.meta)
