@@ -32,8 +32,8 @@ from collections.abc import Callable
 
 __all__ = ["detect_content_type", "detect_content_type_seed"]
 
-_SAMPLE_LINES = 200
-_SAMPLE_HEAD, _SAMPLE_TAIL = 16_000, 4_000
+_SAMPLE_LINES = 120
+_SAMPLE_HEAD, _SAMPLE_TAIL = 8_000, 2_000
 
 
 def detect_content_type_seed(text: str) -> str:

@@ -20,6 +20,7 @@ import re
 import shutil
 import stat
 import tempfile
+import threading
 import unicodedata
 import weakref
 from pathlib import Path
@@ -52,14 +53,22 @@ def persisted_name(call_id: str, text: str) -> str:
 
 
 def atomic_write(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` (mode 0600) so that readers see all of it or nothing."""
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=path.parent)
+    """Write ``data`` to ``path`` (mode 0600) so that readers see all of it or nothing.
+
+    A process killed mid-write leaves at most a ``.tmp-*`` file, never a partial ``path``. No
+    fsync: the rename is atomic for readers, and a session workspace does not outlive a power
+    loss (the cost was a disk flush per persisted result on the agent's hot path)."""
+    # a name of our own (pid, thread, target) is enough to be unique; O_EXCL makes sure
+    tmp = path.parent / f".tmp-{os.getpid()}-{threading.get_ident()}-{path.name}"
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(tmp, flags, 0o600)
+    except FileExistsError:  # left by a killed process whose pid was reused
+        os.unlink(tmp)
+        fd = os.open(tmp, flags, 0o600)
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(tmp, 0o600)
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):
