@@ -208,7 +208,7 @@ def _print_table(document: dict[str, Any], counter: TokenCounter) -> None:
     n = total["sessions"]
     table.add_row(*_cells(f"total ({n} session{'' if n == 1 else 's'})", "", total), style="bold")
     # Piped output keeps the full width rather than the 80 columns rich assumes off a terminal.
-    Console(width=None if sys.stdout.isatty() else 180).print(table)
+    Console(width=None if sys.stdout.isatty() else 220).print(table)
     click.echo(
         "peak: the largest request; total peak sums the sessions' peaks. recallable: archive markers in "
         "the last request whose original the store returns."

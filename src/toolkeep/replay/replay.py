@@ -25,9 +25,10 @@ from .cost import CLOSING, RequestCost, opening_segment, request_cost, serialize
 from .importers import RecordedSession
 from .tokens import TokenCounter
 
-__all__ = ["ReplayResult", "Side", "combine", "replay_session", "request_ends"]
+__all__ = ["RESULT_COUNTS", "ReplayResult", "Side", "combine", "ratios", "replay_session", "request_ends"]
 
 RESULT_COUNTS = ("total", "capped", "persisted", "truncated", "summarized", "preserved")
+"""The report counts a replay gives for the tool results of its last request."""
 
 
 @dataclass

@@ -31,6 +31,7 @@ __all__ = [
     "Importer",
     "RecordedSession",
     "TranscriptBuilder",
+    "detect_importer",
     "format_names",
     "get_importer",
     "iter_log_files",

@@ -25,6 +25,7 @@ __all__ = [
     "TranscriptBuilder",
     "parse_arguments",
     "text_of",
+    "tool_name",
 ]
 
 _ID_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
