@@ -140,7 +140,8 @@ def to_gemini(history: list[Any]) -> list[Any]:
     return out
 
 
-def to_bedrock(history: list[Any]) -> list[Any]:
+def to_bedrock(history: list[Any], merge: bool = True) -> list[Any]:
+    """Converse messages; ``merge=False`` keeps consecutive same-role messages (a broken shape)."""
     out: list[Any] = []
     for m in history:
         blocks: list[Any] = []
@@ -166,7 +167,7 @@ def to_bedrock(history: list[Any]) -> list[Any]:
             results[-1]["toolResult"]["content"].extend(loose)
         else:
             blocks = loose + blocks
-        if out and out[-1]["role"] == m["role"]:
+        if merge and out and out[-1]["role"] == m["role"]:
             out[-1]["content"].extend(blocks)
         elif blocks:
             out.append({"role": m["role"], "content": blocks})

@@ -23,14 +23,19 @@ __all__ = [
     "anthropic_histories",
     "anthropic_turns",
     "assistant",
+    "bedrock_histories",
     "configs",
+    "every_format_histories",
+    "gemini_histories",
     "histories",
+    "langchain_histories",
     "long_sessions",
     "oa_assistant",
     "oa_tool",
     "oa_user",
     "openai_chat_histories",
     "property_settings",
+    "responses_histories",
     "result_texts",
     "sdk_anthropic_histories",
     "sdk_openai_chat_histories",
@@ -323,6 +328,89 @@ def segment_pairs(draw: st.DrawFn) -> tuple[list[str], list[str]]:
     kept = first[: draw(st.integers(0, len(first)))]
     second = kept + draw(st.lists(seg, max_size=4))
     return first, second
+
+
+# ------------------------------------------- every other format: a broken Anthropic history, converted
+# The converters of tests/convert_formats.py carry every breakage over (missing, orphan, duplicate
+# and empty ids, displaced results); each strategy then adds what only its format has.
+
+
+@st.composite
+def responses_histories(draw: st.DrawFn, max_blocks: int = 5) -> list[Any]:
+    """A broken OpenAI Responses ``input``, with reasoning and server items in the model's runs."""
+    from .convert_formats import to_openai_responses
+
+    items = to_openai_responses(draw(anthropic_histories(max_blocks=max_blocks)))
+    out: list[Any] = []
+    for n, item in enumerate(items):
+        kind = item.get("type")
+        if kind in ("function_call", "message") and item.get("role", "assistant") == "assistant":
+            if draw(st.integers(0, 2)) == 0:
+                out.append({"type": "reasoning", "id": f"rs_{n}", "summary": [], "encrypted_content": "gAAA"})
+            if kind == "function_call" and draw(st.integers(0, 5)) == 0:
+                out.append({"type": "web_search_call", "id": f"ws_{n}", "status": "completed"})
+        if kind == "function_call" and draw(st.integers(0, 4)) == 0:
+            item = {**item, "id": f"fc_{n}", "status": "completed"}
+        out.append(item)
+    return out
+
+
+@st.composite
+def gemini_histories(draw: st.DrawFn, max_blocks: int = 5) -> list[Any]:
+    """A broken Gemini ``contents`` list: camelCase or snake_case, with or without call ids."""
+    from .convert_formats import to_gemini
+
+    contents = to_gemini(draw(anthropic_histories(max_blocks=max_blocks)))
+    with_ids, snake = draw(st.booleans()), draw(st.booleans())
+    out: list[Any] = []
+    for content in contents:
+        parts = []
+        for part in content["parts"]:
+            part = dict(part)
+            for camel, sn in (("functionCall", "function_call"), ("functionResponse", "function_response")):
+                if camel in part:
+                    body = dict(part.pop(camel))
+                    if not with_ids:
+                        body.pop("id", None)
+                    part[sn if snake else camel] = body
+            if "functionCall" in part or "function_call" in part:
+                part["thought_signature" if snake else "thoughtSignature"] = "c2ln"
+            parts.append(part)
+        out.append({**content, "parts": parts})
+    return out
+
+
+@st.composite
+def bedrock_histories(draw: st.DrawFn, max_blocks: int = 5) -> list[Any]:
+    """A broken Bedrock Converse history, sometimes with consecutive same-role messages."""
+    from .convert_formats import to_bedrock
+
+    messages = to_bedrock(draw(anthropic_histories(max_blocks=max_blocks)), merge=draw(st.booleans()))
+    if messages and draw(st.booleans()):
+        messages[0] = {
+            **messages[0],
+            "content": [*messages[0]["content"], {"cachePoint": {"type": "default"}}],
+        }
+    return messages
+
+
+@st.composite
+def langchain_histories(draw: st.DrawFn, max_blocks: int = 5) -> list[Any]:
+    """A broken LangChain history: ``BaseMessage`` objects, or their ``messages_to_dict`` form."""
+    from .convert_formats import to_langchain, to_langchain_dicts
+
+    history = draw(anthropic_histories(max_blocks=max_blocks))
+    return to_langchain_dicts(history) if draw(st.booleans()) else to_langchain(history)
+
+
+def every_format_histories(max_blocks: int = 5) -> st.SearchStrategy[tuple[str, list[Any]]]:
+    """``(format name, history)`` pairs in the four formats of ``tests/convert_formats.py``."""
+    return st.one_of(
+        responses_histories(max_blocks=max_blocks).map(lambda h: ("openai-responses", h)),
+        gemini_histories(max_blocks=max_blocks).map(lambda h: ("gemini", h)),
+        bedrock_histories(max_blocks=max_blocks).map(lambda h: ("bedrock", h)),
+        langchain_histories(max_blocks=max_blocks).map(lambda h: ("langchain", h)),
+    )
 
 
 # --------------------------------------------------------------------------------- configurations

@@ -10,7 +10,12 @@ from typing import Any, ClassVar
 from ..exceptions import FormatError
 from ..messages import History, Message, ToolResultPart
 
-__all__ = ["Format", "Violation", "expect_mapping"]
+__all__ = ["CONTINUE_TEXT", "Format", "Violation", "expect_mapping"]
+
+CONTINUE_TEXT = "(continue)"
+"""Text of the user message a format puts between two model turns that pairing repair left side
+by side (their separator held only orphan results), where the provider wants roles to alternate
+or where merging the turns would change the turn count and so the next run's microcompaction."""
 
 
 @dataclass(frozen=True, slots=True)

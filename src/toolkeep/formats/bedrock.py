@@ -8,28 +8,34 @@ text beside ``toolResult`` blocks in one message. Pairing repair can leave two m
 next to each other (a user message that held only orphan results is dropped; results moved back in
 front of an interposed user message), so :meth:`BedrockFormat.dump` keeps the rules itself:
 
-- consecutive messages of one role are merged into one;
+- consecutive user messages are merged into one;
+- two assistant messages side by side get the user message ``(continue)`` between them (and a
+  history that would start with an assistant message gets it first). Merging them instead would
+  make every older result one turn younger on the next ``prepare``, and so break idempotence at
+  the microcompaction boundaries; a fixed user turn keeps the turn count and the bytes stable;
 - in a user message that holds ``toolResult`` blocks, its text blocks (say, a user's note that
   sat between a call and its result) go *inside* the last ``toolResult``'s content, after its
   own, where Converse allows text; other blocks (images, ``cachePoint``) stay where they are.
 
-Nothing is lost, no role is invented, and a history that was valid has no such pair, so it comes
-back unchanged.
+Nothing is lost, no call or result is invented, and a history that was valid has no such pair, so
+it comes back unchanged.
 """
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..exceptions import FormatError
 from ..messages import History, Message, OpaquePart, Part, TextPart, ToolCallPart, ToolResultPart
-from ._base import Format, Violation, expect_mapping
+from ._base import CONTINUE_TEXT, Format, Violation, expect_mapping
 
-__all__ = ["BedrockFormat"]
+__all__ = ["CONTINUE_MESSAGE", "BedrockFormat"]
 
 _ROLES = ("user", "assistant")
+CONTINUE_MESSAGE: dict[str, Any] = {"role": "user", "content": [{"text": CONTINUE_TEXT}]}
 _DISTINCT = {"toolUse", "toolResult", "cachePoint", "reasoningContent", "guardContent", "citationsContent"}
 
 
@@ -111,11 +117,14 @@ class BedrockFormat(Format):
         roles: list[str] = []
         for m in history:
             msg = m.raw if not m.dirty else {**(m.raw or {}), "role": m.role, "content": self._blocks(m)}
-            if roles and roles[-1] == m.role:
+            if m.role == "user" and roles and roles[-1] == "user":
                 out[-1] = _merge(out[-1], msg)
-            else:
-                out.append(msg)
-                roles.append(m.role)
+                continue
+            if m.role == "assistant" and (not roles or roles[-1] == "assistant"):
+                out.append(copy.deepcopy(CONTINUE_MESSAGE))
+                roles.append("user")
+            out.append(msg)
+            roles.append(m.role)
         return [_fold(x) if r == "user" else x for x, r in zip(out, roles, strict=True)]
 
     def _blocks(self, m: Message) -> list[Any]:

@@ -100,20 +100,18 @@ class GeminiFormat(Format):
         if not isinstance(parts, list):
             raise FormatError("parts must be a list", index=index, field="parts")
         out: list[Part] = []
-        seen: dict[str, int] = {}
+        seen: dict[str, int] = {}  # id-less calls or responses of each name so far
         for j, value in enumerate(parts):
             part = expect_mapping(value, index, f"parts[{j}]")
             call = _get(part, _CALL_KEYS) if role == "assistant" else None
             response = _get(part, _RESPONSE_KEYS)
             if call is not None:
                 name = _str(call[1].get("name"))
-                k = seen[name] = seen.get(name, 0) + 1
-                call_id = _str(call[1].get("id")) or f"{name}#{k}"
+                call_id = _str(call[1].get("id")) or _nameless_id(name, seen)
                 out.append(ToolCallPart(call_id, name, call[1].get("args"), raw=part))
             elif response is not None:
                 name = _str(response[1].get("name"))
-                k = seen[name] = seen.get(name, 0) + 1
-                call_id = _str(response[1].get("id")) or _nth_call(last_calls, name, k)
+                call_id = _str(response[1].get("id")) or _match_by_name(last_calls, name, seen)
                 text, is_error, _ = response_text(response[1].get("response"))
                 out.append(ToolResultPart(call_id, text, is_error=is_error, raw=part, name=name or None))
             elif isinstance(part.get("text"), str) and not part.get("thought"):
@@ -217,9 +215,26 @@ class GeminiFormat(Format):
         return out
 
 
-def _nth_call(calls: list[ToolCallPart], name: str, k: int) -> str:
+def _nameless_id(name: str, seen: dict[str, int]) -> str:
+    """The id of the next id-less call (or response) of ``name`` in a turn: ``name#k``."""
+    k = seen[name] = seen.get(name, 0) + 1
+    return f"{name}#{k}"
+
+
+def _match_by_name(calls: list[ToolCallPart], name: str, seen: dict[str, int]) -> str:
+    """The id of the call an id-less response of ``name`` answers: the k-th id-less call of that
+    name; or, when the turn's calls all carry ids, the k-th call of that name."""
+    own = _nameless_id(name, seen)
+    if any(c.id == own for c in calls) or all(_is_nameless(c) for c in calls if c.name == name):
+        return own
     named = [c for c in calls if c.name == name]
-    return named[k - 1].id if k <= len(named) else f"{name}#{k}"
+    k = seen[name]
+    return named[k - 1].id if k <= len(named) else own
+
+
+def _is_nameless(call: ToolCallPart) -> bool:
+    head, _, k = call.id.rpartition("#")
+    return head == call.name and k.isdigit()
 
 
 def _snake(m: Message) -> bool:

@@ -19,6 +19,11 @@ assistant message, so the mapping is:
 - Any other input-side item (``computer_call_output``, ``mcp_approval_response``, unknown kinds):
   an empty ``user`` message carried through untouched (pairing cannot see it).
 
+Two runs that pairing repair leaves side by side (the output items between them were orphans) get
+the user message ``(continue)`` between them: dumped as one run they would count as one turn on
+the next ``prepare``, every older result would be a turn younger, and a result on a
+microcompaction boundary would come out differently (not idempotent).
+
 A changed run is dumped part by part; a reasoning item left without any item after it (its call
 was pruned as a duplicate) is dropped with it, since the API refuses a reasoning item "without its
 required following item". A renamed call loses its item ``id`` (``fc_...``): the API ties an item
@@ -27,15 +32,16 @@ id to its reasoning item and to the stored response, and a renamed call is neith
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..exceptions import FormatError
 from ..messages import History, Message, OpaquePart, Part, ToolCallPart, ToolResultPart
-from ._base import Format, Violation, expect_mapping, results_as_tool_messages
+from ._base import CONTINUE_TEXT, Format, Violation, expect_mapping, results_as_tool_messages
 
-__all__ = ["OpenAIResponsesFormat"]
+__all__ = ["CONTINUE_ITEM", "OpenAIResponsesFormat"]
 
 _CALLS = {"function_call": "function_call_output", "custom_tool_call": "custom_tool_call_output"}
 _OUTPUTS = {v: k for k, v in _CALLS.items()}
@@ -46,6 +52,12 @@ _MODEL_SIDE = {
 }  # fmt: skip
 _DISTINCT = {*_CALLS, *_OUTPUTS, *_MODEL_SIDE, "message"}
 _INPUT_ROLES = {"user": "user", "system": "system", "developer": "system"}
+CONTINUE_ITEM: dict[str, Any] = {
+    "type": "message",
+    "role": "user",
+    "content": [{"type": "input_text", "text": CONTINUE_TEXT}],
+}
+"""Put between two runs that pairing repair left side by side, so they stay two turns."""
 _RUN = "run"  # meta key of a placeholder: index of the message holding its run
 _INDEXES = "indexes"  # meta key of a run: input index of each of its parts
 
@@ -174,9 +186,13 @@ class OpenAIResponsesFormat(Format):
             if m.role == "assistant"
             for c in m.calls
         }
+        previous = ""
         for m in history:
             if _RUN in m.meta:
                 continue
+            if m.role == "assistant" and previous == "assistant":
+                out.append(copy.deepcopy(CONTINUE_ITEM))
+            previous = m.role
             if m.role == "assistant":
                 out.extend(self._dump_run(m))
             elif not m.dirty and m.raw is not None:
