@@ -207,13 +207,24 @@ class TestRecall:
             assert result.returncode == 0
             assert result.stdout == original.encode("utf-8")
 
-    def test_unknown_key_exits_1(self, tmp_path: Path) -> None:
-        """A well-formed key with nothing behind it: exit 1 and a message."""
+    def test_unknown_key_exits_1(self, broken_file: Path, tmp_path: Path) -> None:
+        """A well-formed key the workspace's archive does not hold: exit 1 and a message naming it."""
+        ws = tmp_path / "ws"
+        run("prepare", str(broken_file), "--workspace", str(ws))
+        result = run("recall", "0123456789abcdef", "--workspace", str(ws))
+        assert result.returncode == 1
+        assert result.stdout == b""
+        err = result.stderr.decode()
+        assert "0123456789abcdef" in err and "Traceback" not in err and err.count("\n") == 1
+
+    def test_workspace_never_used_exits_1(self, tmp_path: Path) -> None:
+        """A directory prepare never archived into: exit 1 with one line, nothing on stdout."""
         (tmp_path / "ws").mkdir()
         result = run("recall", "0123456789abcdef", "--workspace", str(tmp_path / "ws"))
         assert result.returncode == 1
         assert result.stdout == b""
-        assert "0123456789abcdef" in result.stderr.decode() and "Traceback" not in result.stderr.decode()
+        err = result.stderr.decode()
+        assert "Traceback" not in err and err.count("\n") == 1
 
     @pytest.mark.parametrize("key", ["../../etc/passwd", "0123", "0123456789ABCDEF"])
     def test_malformed_key_exits_2(self, key: str, tmp_path: Path) -> None:
