@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -9,13 +10,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
 
 from toolkeep.replay import combine, get_counter, load_sessions, replay_session, request_ends
 from toolkeep.replay.cost import request_cost, request_segments, serialize_message
 from toolkeep.replay.importers import RecordedSession
 from toolkeep.replay.tokens import TokenCounter
 
-from .strategies import anthropic_turns, assistant, tool_result, tool_use, user
+from .strategies import anthropic_turns, assistant, histories, property_settings, tool_result, tool_use, user
 
 FIXTURES = Path(__file__).parent / "fixtures" / "logs"
 
@@ -159,3 +161,73 @@ class TestReplay:
                 assert total[side][key] == sum(getattr(getattr(r, attr), key) for r in results)
             assert total[side]["cost"] == pytest.approx(sum(round(getattr(r, attr).cost, 2) for r in results))
         assert total["sessions"] == 2 and total["turns"] == 5 + 3
+
+
+def other_format_history(fmt: str, outputs: list[str]) -> list[Any]:
+    """A history in one of the other registered formats: one read call per output, then an answer."""
+    messages: list[Any] = []
+    for i, out in enumerate(outputs):
+        cid = f"call_{i}"
+        if fmt == "gemini":
+            messages += [
+                {"role": "user", "parts": [{"text": f"step {i}"}]},
+                {"role": "model", "parts": [{"functionCall": {"id": cid, "name": "read", "args": {"n": i}}}]},
+                {
+                    "role": "user",
+                    "parts": [{"functionResponse": {"id": cid, "name": "read", "response": {"output": out}}}],
+                },
+            ]
+        elif fmt == "openai-responses":
+            messages += [
+                {"role": "user", "content": f"step {i}"},
+                {"type": "function_call", "call_id": cid, "name": "read", "arguments": json.dumps({"n": i})},
+                {"type": "function_call_output", "call_id": cid, "output": out},
+            ]
+        else:  # bedrock
+            messages += [
+                {"role": "user", "content": [{"text": f"step {i}"}]},
+                {
+                    "role": "assistant",
+                    "content": [{"toolUse": {"toolUseId": cid, "name": "read", "input": {"n": i}}}],
+                },
+                {"role": "user", "content": [{"toolResult": {"toolUseId": cid, "content": [{"text": out}]}}]},
+            ]
+    final = {
+        "gemini": {"role": "model", "parts": [{"text": "done"}]},
+        "openai-responses": {"role": "assistant", "content": [{"type": "output_text", "text": "done"}]},
+        "bedrock": {"role": "assistant", "content": [{"text": "done"}]},
+    }
+    return [*messages, final[fmt]]
+
+
+@pytest.mark.parametrize("fmt", ["gemini", "openai-responses", "bedrock"])
+def test_other_registered_formats_replay_in_their_own_format(
+    fmt: str, chars: TokenCounter, tmp_path: Path
+) -> None:
+    """A history in any registered format is detected, replayed as itself, and its big outputs shrink."""
+    outputs = ["".join(f"{fmt} row {i}.{n}\n" for n in range(2_500)) for i in range(5)]
+    path = tmp_path / "history.json"
+    path.write_text(json.dumps(other_format_history(fmt, outputs)))
+    (recorded,) = load_sessions(path)
+    assert (recorded.format, recorded.api_format) == (fmt, fmt)
+    result = replay_session(recorded, chars)
+    assert result.turns == 6
+    assert result.with_.peak_tokens < result.without.peak_tokens
+    assert result.recoverable["recallable"] == result.recoverable["markers"] > 0
+
+
+@given(histories(max_blocks=4))
+@property_settings(25)
+def test_any_history_replays_deterministically(case: tuple[str, list[Any]]) -> None:
+    """Broken or not, a generated history replays twice to the same figures, with consistent sides."""
+    fmt, messages = case
+    counter = get_counter("chars")
+    recorded = RecordedSession("generated", fmt, messages, api_format=fmt)
+    first, second = (replay_session(recorded, counter).to_dict() for _ in range(2))
+    for doc in (first, second):
+        doc.pop("prepare_seconds")
+    assert first == second
+    assert first["turns"] == len(request_ends(recorded))
+    for side in ("without", "with"):
+        assert 0 <= first[side]["cached_tokens"] <= first[side]["tokens"]
+        assert first[side]["peak_tokens"] <= first[side]["tokens"]
