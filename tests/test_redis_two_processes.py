@@ -6,9 +6,13 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
+
 from toolkeep.shorten import CCR_MARKER_RE, archive_key
+from toolkeep.stores.redis import RedisStore
 
 from . import redis_server
 from .redis_server import fresh_prefix
@@ -66,14 +70,23 @@ def keys_in(path: Path) -> list[str]:
     return list(dict.fromkeys(CCR_MARKER_RE.findall(path.read_text())))
 
 
+@pytest.fixture
+def namespace(redis_url: str) -> Iterator[str]:
+    """A store URL with a fresh prefix; the namespace is deleted afterwards."""
+    prefix = fresh_prefix()
+    yield f"{redis_url}?prefix={prefix}"
+    with RedisStore(redis_url, prefix=prefix) as store:
+        store.clear()
+
+
 def env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k != "TOOLKEEP_STORE_URL"}
 
 
-def test_one_prepares_the_other_recalls_every_key(redis_url: str, tmp_path: Path) -> None:
+def test_one_prepares_the_other_recalls_every_key(namespace: str, tmp_path: Path) -> None:
     """A `toolkeep prepare --store redis://` process archives; another process recalls every key
     byte-exact, once with `toolkeep recall` and once by paging through the recall tool."""
-    url = f"{redis_url}?prefix={fresh_prefix()}"
+    url = namespace
     texts = originals("a")
     done = subprocess.run(prepare_cmd(tmp_path, "a", texts, url), capture_output=True, env=env(), timeout=120)
     assert done.returncode == 0, done.stderr
@@ -93,11 +106,12 @@ def test_one_prepares_the_other_recalls_every_key(redis_url: str, tmp_path: Path
     assert json.loads(paged.stdout) == by_key
 
 
-def test_two_agents_at_once_recall_each_others_results(redis_url: str, tmp_path: Path) -> None:
+def test_two_agents_at_once_recall_each_others_results(
+    redis_url: str, namespace: str, tmp_path: Path
+) -> None:
     """Two prepare processes running at the same time share the namespace: each one's keys are
     recalled by a third process, and a store under another prefix sees none of them."""
-    prefix = fresh_prefix()
-    url = f"{redis_url}?prefix={prefix}"
+    url = namespace
     texts = {"a": originals("a"), "b": originals("b")}
     procs = [
         subprocess.Popen(prepare_cmd(tmp_path, name, ts, url), stderr=subprocess.PIPE, env=env())
@@ -119,7 +133,7 @@ def test_two_agents_at_once_recall_each_others_results(redis_url: str, tmp_path:
     )
     assert json.loads(stats.stdout)["entries"] == len(expected)
     other = subprocess.run(
-        [*TOOLKEEP, "recall", keys[0], "--store", f"{redis_url}?prefix={prefix}-other"],
+        [*TOOLKEEP, "recall", keys[0], "--store", f"{namespace}-other"],
         capture_output=True,
         env=env(),
     )

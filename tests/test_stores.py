@@ -15,7 +15,7 @@ import pytest
 import toolkeep
 from toolkeep.exceptions import ConfigError, InvalidKeyError, StoreError
 from toolkeep.shorten import archive_key
-from toolkeep.stores import ArchiveStore, FileStore, Limits, MemoryStore, open_store
+from toolkeep.stores import ArchiveStore, FileStore, Limits, MemoryStore, open_store, store_for_config
 from toolkeep.stores.redis import RedisStore
 from toolkeep.stores.sqlite import SQLiteStore
 
@@ -388,3 +388,16 @@ class TestOpenStore:
         with open_store(f"sqlite://{tmp_path}/abs.db") as store:
             store.put(k(1), "x")
         assert (tmp_path / "abs.db").is_file()
+
+    def test_store_for_config(self, tmp_path: Path) -> None:
+        """A config without a store URL archives in the given directory; with one, there; the
+        config's cap and TTL apply either way."""
+        config = toolkeep.Config(store_max_bytes=1_000, store_ttl_seconds=60)
+        with store_for_config(config, tmp_path / "archive") as store:
+            assert isinstance(store, FileStore) and store.directory == tmp_path / "archive"
+            assert (store.stats().max_bytes, store.stats().ttl) == (1_000, 60)
+        url_config = config.replace(store_url=f"sqlite://{tmp_path}/s.db?max_entries=3")
+        with store_for_config(url_config, tmp_path / "unused") as store:
+            assert isinstance(store, SQLiteStore)
+            assert (store.stats().max_bytes, store.stats().max_entries) == (1_000, 3)
+        assert not (tmp_path / "unused").exists()
