@@ -260,8 +260,8 @@ def _render(page: Page, next_call: str) -> str:
         if page.next_char > 1:
             more += f", start_char={page.next_char}"
         note = f"[{where}; more: call {next_call}, {more}]"
-    sep = "" if not page.text or page.text.endswith("\n") else "\n"
-    return f"{page.text}{sep}\n{note}"
+    # always exactly one blank line: the page's text is everything before the last "\n\n["
+    return f"{page.text}\n\n{note}"
 
 
 # ----------------------------------------------------------------------------------------- answers

@@ -29,7 +29,16 @@ from types import TracebackType
 from .exceptions import ReaderError, WorkspaceError
 from .shorten import archive_key
 
-__all__ = ["Workspace", "WorkspaceReader", "atomic_write", "persisted_name", "split_lines"]
+__all__ = [
+    "MAX_NAME_BYTES",
+    "MAX_PATH_CHARS",
+    "MAX_READ_BYTES",
+    "Workspace",
+    "WorkspaceReader",
+    "atomic_write",
+    "persisted_name",
+    "split_lines",
+]
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 
