@@ -286,8 +286,9 @@ class TestSecurity:
         """The SQLite file is 0600 and a directory made for it 0700."""
         with SQLiteStore(tmp_path / "new" / "a.db") as store:
             store.put(k(1), "secret")
-        assert stat.S_IMODE((tmp_path / "new").stat().st_mode) == 0o700
-        assert stat.S_IMODE((tmp_path / "new" / "a.db").stat().st_mode) == 0o600
+            assert stat.S_IMODE((tmp_path / "new").stat().st_mode) == 0o700
+            for name in ("a.db", "a.db-wal", "a.db-shm"):  # WAL files exist while it is open
+                assert stat.S_IMODE((tmp_path / "new" / name).stat().st_mode) == 0o600, name
 
     def test_archive_failure_logs_no_content(self, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
         """When archiving fails the log names the key and the error, never the original's text."""

@@ -58,6 +58,9 @@ class SQLiteStore(StoreBase):
                 self.path, timeout=30, isolation_level=None, check_same_thread=False
             )
             self._db.execute("PRAGMA journal_mode=WAL")
+            # with WAL, NORMAL never corrupts the file; a power cut may only lose the last uses
+            # and originals, which the session would archive again. FULL costs an fsync per get.
+            self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.executescript(_SCHEMA)
         except (OSError, sqlite3.Error) as exc:
             raise StoreError(f"cannot open SQLite archive {self.path}: {exc}") from exc
