@@ -154,6 +154,14 @@ class TestClaudeCode:
             {"type": "text", "text": "Failed 3 of 20 runs: a race on the temp file."}
         ]
 
+    def test_compaction_starts_a_new_context(self) -> None:
+        """A compact_boundary entry splits the log: the second session starts from the summary."""
+        before, after = load_sessions(FIXTURES / "claude-code-compacted.jsonl")
+        assert before.source.endswith("#1") and after.source.endswith("#2")
+        assert [m["role"] for m in before.messages] == ["user", "assistant", "user", "assistant"]
+        assert after.messages[0]["content"][0]["text"].startswith("This session is being continued")
+        assert [b["id"] for b in blocks(after, "tool_use")] == ["toolu_p2"]
+
     def test_engram_parallel_calls_are_regrouped(self) -> None:
         """A call logged while its response still awaits results joins that response's message."""
         s = session_of("engram-export.jsonl")
@@ -190,6 +198,17 @@ class TestCodex:
         assert "gAAAA" not in text
         assert "token_count" not in text
         assert "on-request" not in text
+
+    def test_compacted_line_starts_from_the_replacement_history(self) -> None:
+        """After a compacted line the context is its replacement history, then the items that follow."""
+        before, after = load_sessions(FIXTURES / "rollout-compacted-codex.jsonl")
+        assert [b["id"] for b in blocks(before, "tool_use")] == ["call_q1"]
+        assert [b["text"] for b in after.messages[0]["content"]] == [
+            "Find the slow query.",
+            "Summary: orders is scanned sequentially.",
+        ]
+        assert [b["id"] for b in blocks(after, "tool_use")] == ["call_q2"]
+        assert after.system is None
 
     def test_legacy_rollouts_without_envelope(self) -> None:
         """Old rollouts (metadata line, then bare items) are read too."""

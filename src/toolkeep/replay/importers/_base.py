@@ -24,6 +24,7 @@ __all__ = [
     "RecordedSession",
     "TranscriptBuilder",
     "parse_arguments",
+    "split_sessions",
     "text_of",
     "tool_name",
 ]
@@ -79,6 +80,20 @@ class Importer(ABC):
     @abstractmethod
     def load(self, doc: Document) -> list[RecordedSession]:
         """The sessions recorded in ``doc`` (most files hold one)."""
+
+
+def split_sessions(
+    doc: Document, fmt: str, builders: list[TranscriptBuilder], system: str | None = None
+) -> list[RecordedSession]:
+    """One session per builder that holds messages; numbered ``FILE#n`` when there are several."""
+    built = [(b.finish(), b.notes()) for b in builders]
+    built = [(messages, notes) for messages, notes in built if messages]
+    if len(built) == 1:
+        return [RecordedSession(str(doc.path), fmt, built[0][0], system=system, notes=built[0][1])]
+    return [
+        RecordedSession(f"{doc.path}#{n}", fmt, messages, system=system, notes=notes)
+        for n, (messages, notes) in enumerate(built, 1)
+    ]
 
 
 def text_of(content: Any) -> str:

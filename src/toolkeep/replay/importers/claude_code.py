@@ -6,7 +6,10 @@ bookkeeping entries (``summary``, ``queue-operation``, ``file-history-snapshot``
 ``message`` is an Anthropic Messages message; one API response is split over several lines that
 share ``message.id``, one content block each, with tool results logged between them.
 Sub-agent (sidechain) entries belong to another context and are skipped; thinking blocks are not
-resent in later requests and are skipped too.
+resent in later requests and are skipped too. A ``compact_boundary`` system entry starts a new
+context (the compaction summary, then what follows): each context is a session, ``FILE#1``,
+``FILE#2`` ... Branches left by a rewind are replayed in file order (parallel tool results are
+sibling branches too, so the parent links cannot tell a rewind apart cheaply).
 
 Engram exports the same sessions as ``{"timestamp", "role", "content": {"type": ...}}`` lines,
 one block per line (``tool_use`` with ``tool_name``/``tool_id``, ``tool_result`` with
@@ -17,7 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._base import Document, Importer, RecordedSession, TranscriptBuilder
+from ._base import Document, Importer, RecordedSession, TranscriptBuilder, split_sessions
 
 __all__ = ["ClaudeCodeImporter", "EngramImporter"]
 
@@ -39,18 +42,22 @@ class ClaudeCodeImporter(Importer):
         )
 
     def load(self, doc: Document) -> list[RecordedSession]:
-        b = TranscriptBuilder()
+        builders = [TranscriptBuilder()]
         for entry in doc.records:
             kind = entry.get("type")
+            if kind == "system" and entry.get("subtype") == "compact_boundary":
+                # After /compact (or auto-compact) the agent starts over from a summary: a new context.
+                builders.append(TranscriptBuilder())
+                continue
             message = entry.get("message")
             if kind not in ("user", "assistant") or entry.get("isSidechain") or not isinstance(message, dict):
                 continue
             content = message.get("content")
             if kind == "assistant":
-                _assistant_blocks(b, content, message.get("id"))
+                _assistant_blocks(builders[-1], content, message.get("id"))
             else:
-                _user_blocks(b, content)
-        return [RecordedSession(str(doc.path), self.name, b.finish(), notes=b.notes())]
+                _user_blocks(builders[-1], content)
+        return split_sessions(doc, self.name, builders)
 
 
 def _assistant_blocks(b: TranscriptBuilder, content: Any, turn: Any) -> None:

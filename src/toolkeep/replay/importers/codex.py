@@ -8,7 +8,9 @@ or produced: ``message`` (role ``user``/``developer``/``assistant``, content of
 items, or in older versions ``{"content", "success"}``), ``custom_tool_call``/
 ``custom_tool_call_output`` (freeform input such as ``apply_patch``), ``local_shell_call``
 (``action.command`` argv) and ``reasoning`` (not resent as text; skipped). ``event_msg`` and
-``turn_context`` lines repeat what the items already say, for the UI, and are skipped.
+``turn_context`` lines repeat what the items already say, for the UI, and are skipped. A
+``compacted`` line ends the context: what follows starts from its ``replacement_history`` (or its
+summary ``message``), and each context is a session, ``FILE#1``, ``FILE#2`` ...
 
 Older rollouts have no envelope: the first line is ``{"id", "timestamp", "instructions"}`` and the
 others are the items themselves (plus ``{"record_type": "state"}`` markers).
@@ -18,7 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._base import Document, Importer, RecordedSession, TranscriptBuilder, text_of
+from ._base import Document, Importer, RecordedSession, TranscriptBuilder, split_sessions, text_of
 
 __all__ = ["CodexImporter"]
 
@@ -54,7 +56,7 @@ class CodexImporter(Importer):
         )
 
     def load(self, doc: Document) -> list[RecordedSession]:
-        b = TranscriptBuilder()
+        builders = [TranscriptBuilder()]
         system: str | None = None
         for record in doc.records:
             if record.get("type") in _ENVELOPE_TYPES:
@@ -64,12 +66,27 @@ class CodexImporter(Importer):
                 if record["type"] == "session_meta":
                     system = _instructions(payload) or system
                 elif record["type"] == "response_item":
-                    _item(b, payload)
+                    _item(builders[-1], payload)
+                elif record["type"] == "compacted":
+                    builders.append(_compacted(payload))
             elif record.get("type") in _ITEM_TYPES:
-                _item(b, record)
+                _item(builders[-1], record)
             elif "instructions" in record and "id" in record:
                 system = _instructions(record) or system
-        return [RecordedSession(str(doc.path), self.name, b.finish(), system=system, notes=b.notes())]
+        return split_sessions(doc, self.name, builders, system)
+
+
+def _compacted(payload: dict[str, Any]) -> TranscriptBuilder:
+    """The context a compaction leaves: its replacement history, or else its summary message."""
+    b = TranscriptBuilder()
+    history = payload.get("replacement_history")
+    if isinstance(history, list):
+        for item in history:
+            if isinstance(item, dict):
+                _item(b, item)
+    else:
+        b.user_text(text_of(payload.get("message")))
+    return b
 
 
 def _instructions(meta: dict[str, Any]) -> str | None:

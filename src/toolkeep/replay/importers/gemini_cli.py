@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._base import Document, Importer, RecordedSession, TranscriptBuilder, text_of
+from ._base import Document, Importer, RecordedSession, TranscriptBuilder, split_sessions, text_of
 
 __all__ = ["GeminiCLIImporter"]
 
@@ -38,12 +38,7 @@ class GeminiCLIImporter(Importer):
             if event.get("type") == "init" and any(e.get("type") == "init" for e in parts[-1]):
                 parts.append([])
             parts[-1].append(event)
-        sessions = []
-        for n, events in enumerate(parts, 1):
-            b = _build(events)
-            source = str(doc.path) if len(parts) == 1 else f"{doc.path}#{n}"
-            sessions.append(RecordedSession(source, self.name, b.finish(), notes=b.notes()))
-        return [s for s in sessions if s.messages]
+        return split_sessions(doc, self.name, [_build(events) for events in parts])
 
 
 def _build(events: list[dict[str, Any]]) -> TranscriptBuilder:
