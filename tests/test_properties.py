@@ -109,3 +109,23 @@ class TestAcrossProcesses:
         assert outputs[0] == outputs[1]
         in_process, _ = prepared_with(tmp / "ws", fmt, history)
         assert json.loads(outputs[0]) == in_process
+
+
+class TestIncremental:
+    @property_settings(60)
+    @given(case=histories())
+    def test_sending_back_the_prepared_history_gives_the_same_request(
+        self, case: tuple[str, list[Any]], tmp_path_factory: Any
+    ) -> None:
+        """An agent that keeps each prepared history and appends the next turn to it sends, at
+        every turn, the same request as one that prepares its raw history each time."""
+        fmt, history = case
+        cuts = [*(i for i, m in enumerate(history) if m["role"] == "assistant" and i > 0), len(history)]
+        with toolkeep.Session(toolkeep.Config(), workspace=tmp_path_factory.mktemp("ws")) as session:
+            sent: list[Any] = []
+            start = 0
+            for cut in cuts:
+                sent, _ = session.prepare([*sent, *history[start:cut]], format=fmt)
+                start = cut
+                whole, _ = session.prepare(history[:cut], format=fmt)
+                assert json.dumps(sent) == json.dumps(whole)
