@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import stat
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -328,6 +329,12 @@ class TestBackendErrors:
         with pytest.raises(StoreError, match="cannot reach") as info:
             RedisStore("redis://127.0.0.1:1/0")
         assert isinstance(info.value.__cause__, redis.RedisError)
+
+    def test_redis_missing_gives_the_install_hint(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """Without redis-py the Redis store says how to install it."""
+        monkeypatch.setitem(sys.modules, "redis", None)
+        with pytest.raises(StoreError, match=r"pip install 'toolkeep\[redis\]'"):
+            open_store("redis://127.0.0.1:1/0")
 
     def test_redis_password_not_in_messages(self) -> None:
         """The password of a Redis URL never appears in an error message."""
