@@ -114,18 +114,32 @@ class TestAcrossProcesses:
 class TestIncremental:
     @property_settings(60)
     @given(case=histories())
-    def test_sending_back_the_prepared_history_gives_the_same_request(
+    def test_growing_history_matches_a_fresh_run_at_every_turn(
         self, case: tuple[str, list[Any]], tmp_path_factory: Any
     ) -> None:
-        """An agent that keeps each prepared history and appends the next turn to it sends, at
-        every turn, the same request as one that prepares its raw history each time."""
+        """Turn by turn, a session sends what a from-scratch run (no memo) sends, whether the agent
+        keeps its raw history or sends back each prepared history plus the next turn."""
         fmt, history = case
+        ws = tmp_path_factory.mktemp("ws")
         cuts = [*(i for i, m in enumerate(history) if m["role"] == "assistant" and i > 0), len(history)]
-        with toolkeep.Session(toolkeep.Config(), workspace=tmp_path_factory.mktemp("ws")) as session:
+        config = toolkeep.Config()
+        with (
+            toolkeep.Session(config, workspace=ws) as raw_agent,
+            toolkeep.Session(config, workspace=ws) as feedback_agent,
+        ):
             sent: list[Any] = []
             start = 0
             for cut in cuts:
-                sent, _ = session.prepare([*sent, *history[start:cut]], format=fmt)
+                fresh, fresh_report = toolkeep.run_pipeline(
+                    history[:cut],
+                    format=fmt,
+                    config=config,
+                    workspace=raw_agent.workspace,
+                    store=raw_agent.store,
+                )
+                raw, raw_report = raw_agent.prepare(history[:cut], format=fmt)
+                sent, _ = feedback_agent.prepare([*sent, *history[start:cut]], format=fmt)
                 start = cut
-                whole, _ = session.prepare(history[:cut], format=fmt)
-                assert json.dumps(sent) == json.dumps(whole)
+                assert json.dumps(raw) == json.dumps(fresh)
+                assert raw_report.to_dict() == fresh_report.to_dict()
+                assert json.dumps(sent) == json.dumps(fresh)
