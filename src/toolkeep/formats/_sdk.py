@@ -77,6 +77,12 @@ class _Originals:
             return obj
         data = _dump_model(obj)
         self.by_id[id(data)] = (data, obj)
+        for key in _LIST_FIELDS:  # the items too, so a rebuilt message reuses its untouched ones
+            items, dumped = getattr(obj, key, None), data.get(key)
+            if isinstance(items, list) and isinstance(dumped, list) and len(items) == len(dumped):
+                for item, plain in zip(items, dumped, strict=True):
+                    if is_sdk_object(item) and isinstance(plain, dict):
+                        self.by_id[id(plain)] = (plain, item)
         return data
 
     def plain_message(self, m: Any) -> Any:
