@@ -143,3 +143,33 @@ class TestIncremental:
                 assert json.dumps(raw) == json.dumps(fresh)
                 assert raw_report.to_dict() == fresh_report.to_dict()
                 assert json.dumps(sent) == json.dumps(fresh)
+
+
+def untouched_parts(fmt: str, messages: list[Any]) -> list[str]:
+    """What the pipeline must carry as it is: every block that is neither a call nor a result
+    (Anthropic; a string content counts as one text block), or every user/system message and
+    assistant text (OpenAI Chat), in order, as JSON."""
+    out = []
+    for m in messages:
+        if fmt == "anthropic":
+            content = m["content"]
+            blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
+            out += [json.dumps(b) for b in blocks if b.get("type") not in ("tool_use", "tool_result")]
+        elif m["role"] in ("user", "system"):
+            out.append(json.dumps(m))
+        elif m["role"] == "assistant" and m.get("content"):
+            out.append(json.dumps(m["content"]))
+    return out
+
+
+class TestCarried:
+    @property_settings(60)
+    @given(case=histories())
+    def test_untouched_parts_round_trip_in_order(
+        self, case: tuple[str, list[Any]], tmp_path_factory: Any
+    ) -> None:
+        """Images, text, cache_control, unknown blocks and keys outside calls and results come out
+        exactly as they went in, in the same order."""
+        fmt, history = case
+        out, _ = prepared_with(tmp_path_factory.mktemp("ws"), fmt, history)
+        assert untouched_parts(fmt, out) == untouched_parts(fmt, history)
