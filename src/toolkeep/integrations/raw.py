@@ -1,0 +1,205 @@
+"""The hand-written tool loop over the ``anthropic`` or ``openai`` client, with toolkeep in it.
+
+:class:`ToolLoop` does the three things such a loop needs and nothing else: prepares each
+request (:meth:`ToolLoop.prepare`), runs the model's tool calls through your functions with each
+tool's cap applied as the result enters the history (:meth:`ToolLoop.results`), answering
+``recall``/``read_result`` itself, and closes the session workspace when the ``with`` block ends.
+You keep the loop, the client call and the history::
+
+    with ToolLoop({"read": read_file}, format="anthropic") as loop:
+        while True:
+            response = client.messages.create(
+                model=MODEL, max_tokens=1024, tools=MY_TOOLS + loop.tool_definitions(),
+                messages=loop.prepare(messages))
+            messages.append({"role": "assistant", "content": response.content})
+            results = loop.results(response)
+            if not results:
+                break
+            messages += results
+
+``results`` gives the messages that answer the response's calls, in the loop's format: one user
+message of ``tool_result`` blocks (Anthropic), one ``role: "tool"`` message per call (OpenAI Chat
+Completions), or ``function_call_output`` items (OpenAI Responses); ``[]`` when there were none.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Literal
+
+from ..config import Config
+from ..exceptions import ConfigError
+from ..formats import get_format
+from ..messages import ToolResultPart
+from ..recall import READ_TOOL, RECALL_TOOL, handle_tool_call, tool_definitions
+from ..report import Report
+from ..session import Session
+from ..steps import StepContext, ToolCaps
+from . import SessionOwner
+
+__all__ = ["LOOP_FORMATS", "ToolCall", "ToolLoop"]
+
+log = logging.getLogger("toolkeep")
+
+LoopFormat = Literal["anthropic", "openai-chat", "openai-responses"]
+LOOP_FORMATS: tuple[LoopFormat, ...] = ("anthropic", "openai-chat", "openai-responses")
+"""Formats :class:`ToolLoop` reads calls from and writes results in."""
+
+
+class ToolCall:
+    """One call the model made: ``id``, tool ``name`` and ``arguments`` (a mapping, or the raw
+    JSON string when it does not parse)."""
+
+    __slots__ = ("arguments", "id", "name")
+
+    def __init__(self, id: str, name: str, arguments: Mapping[str, Any] | str) -> None:
+        self.id = id
+        self.name = name
+        self.arguments = arguments
+
+    def __repr__(self) -> str:
+        return f"ToolCall({self.id!r}, {self.name!r}, {self.arguments!r})"
+
+
+class ToolLoop(SessionOwner):
+    """A session, your tools and a format: see the module docstring.
+
+    ``tools`` maps a tool name to a function called with the call's arguments as keywords; it
+    returns a ``str`` (anything else is sent as JSON). An exception becomes an error result
+    (``is_error`` where the format has it) instead of breaking the loop with a call unanswered.
+    ``session`` is used as is and left open; without one the loop makes its own from ``config``
+    and closes it (removing its workspace) at the end of the ``with`` block or on :meth:`close`.
+    """
+
+    def __init__(
+        self,
+        tools: Mapping[str, Callable[..., Any]],
+        *,
+        format: LoopFormat,
+        session: Session | None = None,
+        config: Config | None = None,
+    ) -> None:
+        if format not in LOOP_FORMATS:
+            raise ConfigError(f"ToolLoop format must be one of {', '.join(LOOP_FORMATS)}, got {format!r}")
+        clash = {RECALL_TOOL, READ_TOOL} & set(tools)
+        if clash:
+            raise ConfigError(f"tool name(s) {', '.join(sorted(clash))} are toolkeep's own; rename yours")
+        self.tools = dict(tools)
+        self.format: LoopFormat = format
+        self._hold(session, config)
+        self.report: Report | None = None
+        """The report of the last :meth:`prepare`."""
+        self._caps = next((s for s in self.session.steps if isinstance(s, ToolCaps)), None) or ToolCaps(
+            default=self.session.config.default_tool_cap,
+            caps=self.session.config.tool_caps,
+            head=self.session.config.cap_head_chars,
+            tail=self.session.config.cap_tail_chars,
+        )
+
+    def tool_definitions(self) -> list[Any]:
+        """The ``recall`` and ``read_result`` definitions to add to the request's ``tools``."""
+        return tool_definitions(self.format)
+
+    def prepare(self, messages: Sequence[Any]) -> list[Any]:
+        """The history to send (``messages`` is never mutated); the report goes to :attr:`report`."""
+        prepared, self.report = self.session.prepare(messages, format=self.format)
+        return prepared
+
+    def calls(self, response: Any) -> list[ToolCall]:
+        """The tool calls in a response (the SDK object, its ``model_dump()``, or the assistant
+        message / output items themselves)."""
+        if self.format == "anthropic":
+            content = _get(response, "content", response)
+            blocks = [b for b in content or () if _get(b, "type") == "tool_use"]
+            return [ToolCall(_get(b, "id"), _get(b, "name"), _get(b, "input") or {}) for b in blocks]
+        if self.format == "openai-chat":
+            choices = _get(response, "choices")
+            message = _get(choices[0], "message") if choices else response
+            out = []
+            for c in _get(message, "tool_calls") or ():
+                function = _get(c, "function")
+                out.append(
+                    ToolCall(_get(c, "id"), _get(function, "name"), _parse(_get(function, "arguments")))
+                )
+            return out
+        items = _get(response, "output", response)
+        return [
+            ToolCall(_get(i, "call_id"), _get(i, "name"), _parse(_get(i, "arguments")))
+            for i in items or ()
+            if _get(i, "type") == "function_call"
+        ]
+
+    def run(self, call: ToolCall) -> tuple[str, bool]:
+        """Run one call: ``(text, is_error)``, the text already within the tool's cap."""
+        answer = handle_tool_call(
+            call.name,
+            call.arguments,
+            store=self.session.store,
+            workspace=self.session.workspace,
+            config=self.session.config,
+        )
+        if answer is not None:  # recall/read_result pages are sized to pass every cap
+            return answer, False
+        function = self.tools.get(call.name)
+        if function is None:
+            known = ", ".join(sorted(self.tools)) or "none"
+            return f"Error: unknown tool {call.name!r} (tools: {known})", True
+        if not isinstance(call.arguments, Mapping):
+            return f"Error: the arguments of {call.name} are not a JSON object: {call.arguments!r}", True
+        try:
+            value = function(**call.arguments)
+        except Exception as exc:  # the model must get an answer for every call, failure included
+            log.info("toolkeep: tool %s raised %s", call.name, type(exc).__name__)
+            return f"Error: {type(exc).__name__}: {exc}", True
+        text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+        return self.cap(call.name, call.id, text), False
+
+    def cap(self, tool: str, call_id: str, text: str) -> str:
+        """``text`` cut to ``tool``'s cap (the full output archived and saved first), or as is."""
+        part = ToolResultPart(call_id or "result", text, name=tool)
+        ctx = StepContext(
+            get_format(self.format), self.session.config, self.session.workspace, self.session.store
+        )
+        cut = self._caps.cut(part, ctx)
+        return text if cut is None else cut.text
+
+    def results(self, response: Any) -> list[Any]:
+        """The messages answering every call in ``response``, to append to the history."""
+        answered = [(call, *self.run(call)) for call in self.calls(response)]
+        if not answered:
+            return []
+        if self.format == "anthropic":
+            blocks = []
+            for call, text, error in answered:
+                block: dict[str, Any] = {"type": "tool_result", "tool_use_id": call.id, "content": text}
+                if error:
+                    block["is_error"] = True
+                blocks.append(block)
+            return [{"role": "user", "content": blocks}]
+        if self.format == "openai-chat":
+            return [{"role": "tool", "tool_call_id": call.id, "content": text} for call, text, _ in answered]
+        return [
+            {"type": "function_call_output", "call_id": call.id, "output": text} for call, text, _ in answered
+        ]
+
+
+def _get(obj: Any, name: str, default: Any = None) -> Any:
+    """A field of an SDK object or of its dict form."""
+    if isinstance(obj, Mapping):
+        return obj.get(name, default)
+    return getattr(obj, name, default)
+
+
+def _parse(arguments: Any) -> Mapping[str, Any] | str:
+    """OpenAI sends arguments as a JSON string; an unparsable one is passed on as text."""
+    if isinstance(arguments, Mapping):
+        return arguments
+    if not isinstance(arguments, str) or not arguments.strip():
+        return {}
+    try:
+        parsed = json.loads(arguments)
+    except json.JSONDecodeError:
+        return arguments
+    return parsed if isinstance(parsed, Mapping) else arguments

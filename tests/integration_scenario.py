@@ -1,0 +1,153 @@
+"""One scripted agent session, shared by the framework integration tests.
+
+The scripted model reads two Python modules, fetches a page over its tool's cap, reads a log over
+the per-result budget, reads two more modules, then recalls the first module by the key its
+one-line summary carries, and stops. With :data:`CONFIG` that session makes toolkeep do every kind
+of work: a result capped, one persisted behind a preview, old ones truncated then summarized, a
+recall answered byte-exact. The history the agent starts from holds a call that was interrupted
+(no result), which must be repaired before the first request.
+
+Every request the fake model receives goes through :func:`check_request`: valid for its provider
+and within budget.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import toolkeep
+from toolkeep.formats import resolve_format
+from toolkeep.shorten import CCR_MARKER_RE
+from toolkeep.steps import iter_results
+
+CONFIG = toolkeep.Config(
+    max_result_chars=6_000, turn_budget_chars=20_000, default_tool_cap=10_000, cap_head_chars=3_000
+)
+"""Small limits, so that a short session reaches every tier."""
+
+INTERRUPTED_ID = "call_interrupted"
+"""Id of the call the starting history leaves without a result."""
+
+FIRST_PROMPT = "Look at the project and report."
+RESUME_PROMPT = "That tool call was interrupted; carry on without it."
+
+
+def module_source(path: str) -> str:
+    """A Python module of about 4,000 chars: over the compaction threshold, under every cap."""
+    lines = [f"# {path}\n"]
+    n = 0
+    while sum(map(len, lines)) < 4_000:
+        lines.append(f"def handler_{n}(event):\n    return event.get({n!r}, {path!r})\n\n")
+        n += 1
+    return "".join(lines)
+
+
+def page(url: str) -> str:
+    """A fetched page of 25,000 chars: over the default tool cap of :data:`CONFIG`."""
+    return "".join(f"<p>{url} paragraph {n:05d} lorem ipsum dolor sit amet</p>\n" for n in range(450))[
+        :25_000
+    ]
+
+
+def log_file(path: str) -> str:
+    """A log of about 9,000 chars: under the ``read`` cap, over the per-result budget."""
+    return "".join(
+        f"2026-01-01T00:00:{n % 60:02d} INFO {path} request {n} served in {n % 97} ms\n" for n in range(160)
+    )
+
+
+def read(path: str) -> str:
+    """The ``read`` tool of the scripted session."""
+    return log_file(path) if path.endswith(".log") else module_source(path)
+
+
+def fetch(url: str) -> str:
+    """The ``fetch`` tool of the scripted session."""
+    return page(url)
+
+
+TOOLS = {"read": read, "fetch": fetch}
+
+SCRIPT: list[tuple[str, dict[str, Any]]] = [
+    ("read", {"path": "src/mod1.py"}),
+    ("read", {"path": "src/mod2.py"}),
+    ("fetch", {"url": "https://example.test/big"}),
+    ("read", {"path": "logs/app.log"}),
+    ("read", {"path": "src/mod3.py"}),
+    ("read", {"path": "src/mod4.py"}),
+]
+"""The calls the model makes, one per turn, before it recalls the first module."""
+
+FINAL_TEXT = "Done: four modules, one page and one log read."
+
+
+@dataclass
+class Step:
+    """What the scripted model does next: call ``tool`` with ``arguments``, or say ``text``."""
+
+    tool: str | None = None
+    arguments: dict[str, Any] = field(default_factory=dict)
+    text: str | None = None
+
+
+def next_step(turn: int, result_texts: Sequence[str]) -> Step:
+    """The model's move at ``turn`` (0-based), given the tool results its request holds."""
+    if turn < len(SCRIPT):
+        name, arguments = SCRIPT[turn]
+        return Step(name, dict(arguments))
+    if turn == len(SCRIPT):
+        return Step("recall", {"key": summary_key(result_texts)})
+    return Step(text=FINAL_TEXT)
+
+
+def summary_key(result_texts: Sequence[str]) -> str:
+    """The archive key carried by the one-line summary of the first module's result."""
+    for text in result_texts:
+        if text.startswith("[Old tool result cleared") and "Python source" in text:
+            match = CCR_MARKER_RE.search(text)
+            assert match is not None, text
+            return match[1]
+    raise AssertionError(f"no summarized module in the request: {[t[:80] for t in result_texts]}")
+
+
+@dataclass
+class Seen:
+    """What the model was shown over the session, checked at the end by :func:`check_session`."""
+
+    requests: int = 0
+    texts: list[str] = field(default_factory=list)
+    last_texts: list[str] = field(default_factory=list)
+
+
+def check_request(messages: Sequence[Any], format: str | toolkeep.Format, seen: Seen) -> list[str]:
+    """Assert one request is valid for its provider and within budget; its result texts."""
+    violations = toolkeep.validate(messages, format)
+    assert violations == [], [str(v) for v in violations]
+    fmt = resolve_format(messages, format)
+    turns: dict[int, int] = defaultdict(int)
+    texts = []
+    for slot in iter_results(fmt.load(messages)):
+        text = slot.result.text
+        assert len(text) <= CONFIG.max_result_chars, (slot.result.call_id, len(text))
+        turns[slot.block] += len(text)
+        texts.append(text)
+    assert all(total <= CONFIG.turn_budget_chars for total in turns.values()), dict(turns)
+    seen.requests += 1
+    seen.texts.extend(texts)
+    seen.last_texts = texts
+    return texts
+
+
+def check_session(seen: Seen) -> None:
+    """Assert the model saw every kind of work done, and got the first module back byte-exact."""
+    assert seen.requests == len(SCRIPT) + 2
+    shown = "\n".join(seen.texts)
+    assert toolkeep.MISSING_RESULT_TEXT in shown  # the interrupted call, repaired
+    assert "[TRUNCATED " in shown  # the page over its tool's cap
+    assert "chars omitted -- full output saved to " in shown  # the log over the budget
+    assert "chars omitted from old tool result" in shown  # an old module, truncated
+    assert "[Old tool result cleared -- " in shown  # an older one, summarized
+    assert seen.last_texts[-1] == module_source("src/mod1.py")  # recalled, byte-exact
