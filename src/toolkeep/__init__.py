@@ -13,6 +13,7 @@ from importlib.metadata import PackageNotFoundError, version
 
 from .config import Config
 from .content_type import detect_content_type
+from .dispatch import declared_cap, result_cap
 from .exceptions import (
     ConfigError,
     DetectionError,
@@ -76,12 +77,14 @@ __all__ = [
     "WorkspaceError",
     "__version__",
     "build_steps",
+    "declared_cap",
     "detect_content_type",
     "detect_format",
     "get_format",
     "open_store",
     "repair_pairing",
     "restore_originals",
+    "result_cap",
     "run_pipeline",
     "validate",
 ]

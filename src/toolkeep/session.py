@@ -11,9 +11,10 @@ from .config import Config
 from .exceptions import FormatError
 from .formats import Format, _sdk, detect_format, get_format, resolve_format
 from .incremental import BlockEngine, is_block_local
+from .messages import ToolResultPart
 from .pipeline import Prepared, build_steps, run_pipeline
 from .report import Report
-from .steps import Memo, StepContext
+from .steps import Memo, StepContext, ToolCaps
 from .stores import ArchiveStore, FileStore, open_store
 from .workspace import Workspace
 
@@ -110,6 +111,25 @@ class Session:
         objects = fmt is not base
         self._resolved = (format, base, fmt, len(messages), messages[0], objects) if messages else None
         return fmt
+
+    def cap_result(self, call_id: str, tool_name: str | None, text: str, *, cap: int | None = None) -> str:
+        """A tool's output as it should enter the history: within its tool's cap.
+
+        Call it where a result is produced (a tool dispatcher). Over the cap, the output keeps
+        its head and tail around ``[TRUNCATED N chars omitted, M kept]`` and the full text is
+        archived and persisted first, so the marker leads back to it. ``cap`` overrides the
+        configured cap (e.g. one the tool declares with :func:`toolkeep.result_cap`)::
+
+            text = session.cap_result(call["id"], call["name"], run_tool(call))
+        """
+        steps = [s for s in self.steps if isinstance(s, ToolCaps)]
+        caps = steps[0] if steps else ToolCaps(default=self.config.default_tool_cap, caps=self.config.tool_caps)
+        if cap is not None:
+            caps = ToolCaps(default=cap, caps={}, head=caps.head, tail=caps.tail)
+        ctx = StepContext(get_format("anthropic"), self.config, self.workspace, self.store, Report())
+        part = ToolResultPart(call_id, text, name=tool_name)
+        capped = caps.cut(part, ctx)
+        return text if capped is None else capped.text
 
     def recall(self, key: str) -> str | None:
         """The original archived under ``key``, or ``None`` if the store does not have it."""
