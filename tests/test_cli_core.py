@@ -305,6 +305,21 @@ class TestBadInput:
         line = one_error_line(run(*args))
         assert line.startswith("toolkeep: error: ") or line.startswith("Error: ")
 
+    @pytest.mark.parametrize("flag", ["-o", "--report"])
+    def test_unwritable_output(self, flag: str, broken_file: Path, tmp_path: Path) -> None:
+        """An output or report path in a missing directory: exit 2 with one line."""
+        args = [
+            "prepare",
+            str(broken_file),
+            "--workspace",
+            str(tmp_path / "ws"),
+            flag,
+            str(tmp_path / "no" / "x.json"),
+        ]
+        if flag == "--report":
+            args += ["-o", str(tmp_path / "out.json")]
+        assert "cannot write" in one_error_line(run(*args))
+
     def test_bad_input_on_stdin(self) -> None:
         """Invalid JSON on stdin is reported the same way."""
         line = one_error_line(run("validate", "-", stdin=b"{nope"))
