@@ -33,7 +33,14 @@ from toolkeep.shorten import CCR_MARKER_RE, SAVED_PATH_RE, archive_key, format_s
 from toolkeep.stores import Limits, MemoryStore
 from toolkeep.stores.sqlite import SQLiteStore
 
-from .strategies import anthropic_turns, configs, histories, long_sessions, property_settings
+from .strategies import (
+    anthropic_turns,
+    configs,
+    every_format_histories,
+    histories,
+    long_sessions,
+    property_settings,
+)
 from .test_stores import FakeClock
 
 _NOTE = re.compile(r"\n\n\[lines? [^\n]*\]\Z")
@@ -490,7 +497,10 @@ def _shortened_from(text: str, original: str) -> bool:
 
 class TestEveryCutIsRecoverable:
     @property_settings(40)
-    @given(case=st.one_of(histories(max_blocks=5), long_sessions()), config=configs())
+    @given(
+        case=st.one_of(histories(max_blocks=5), every_format_histories(max_blocks=4), long_sessions()),
+        config=configs(),
+    )
     def test_any_history_any_config(
         self, case: tuple[str, list[Any]], config: Config, tmp_path_factory: Any
     ) -> None:
