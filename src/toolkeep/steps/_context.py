@@ -93,6 +93,8 @@ class StepContext:
     """Call ids of the blocks before this history, for formats that want ids unique."""
     index_offset: int = 0
     """Index of this history's first message in the whole request (for report entries)."""
+    lookup_failures: int = 0
+    """Store reads that failed in this run (a step does not remember work that depended on one)."""
 
     def archive(self, original: str) -> str | None:
         """Archive ``original``; its key, or ``None`` when there is no store or it failed."""
@@ -116,6 +118,7 @@ class StepContext:
             return self.store.get(key)
         except (OSError, StoreError) as exc:
             log.warning("toolkeep: could not look up %s: %s", key, exc)
+            self.lookup_failures += 1
             return None
 
     def persist(self, call_id: str, text: str) -> tuple[str | None, str | None]:

@@ -48,8 +48,10 @@ class ResultBudget:
         """:meth:`preview`, done once per result per session (failed saves are retried)."""
         new = ctx.memo.get("preview", p)
         if new is MISSING:
+            failures = len(ctx.report.save_errors)
             new = self.preview(p, ctx)
-            if new is None or new.save_error is None:
+            # a failed save (persist or archive) is retried next run, so not remembered
+            if len(ctx.report.save_errors) == failures:
                 ctx.memo.put("preview", p, new)
         return new  # type: ignore[no-any-return]
 

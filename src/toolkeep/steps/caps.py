@@ -59,8 +59,10 @@ class ToolCaps:
             p = slot.result
             new = ctx.memo.get("caps", p)
             if new is MISSING:
+                failures = len(ctx.report.save_errors)
                 new = self.cut(p, ctx)
-                if new is None or new.save_error is None:  # retry failed saves next run
+                # a failed save (persist or archive) is retried next run, so not remembered
+                if len(ctx.report.save_errors) == failures:
                     ctx.memo.put("caps", p, new)
             if new is not None:
                 updates[(slot.message, slot.part)] = new

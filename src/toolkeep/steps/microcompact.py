@@ -104,7 +104,10 @@ class Microcompactor:
             age_key = self.age_key(slot.age, ctx)
             new = ctx.memo.get("compact", p, age_key)
             if new is MISSING:
-                new = ctx.memo.put("compact", p, self.compact(p, slot.age, ctx), age_key)
+                failures = len(ctx.report.save_errors)
+                new = self.compact(p, slot.age, ctx)
+                if len(ctx.report.save_errors) == failures:  # a failed archive is retried next run
+                    ctx.memo.put("compact", p, new, age_key)
             if new is None:
                 if slot.age >= self.truncate_turns and len(p.full_text) > self.min_chars:
                     ctx.report.preserved += self.preserved(p)

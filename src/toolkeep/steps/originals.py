@@ -29,7 +29,10 @@ def restore_originals(history: History, ctx: StepContext) -> History:
         p = slot.result
         new = ctx.memo.get("restore", p)
         if new is MISSING:
-            new = ctx.memo.put("restore", p, _restored(p, ctx))
+            failures = ctx.lookup_failures
+            new = _restored(p, ctx)
+            if ctx.lookup_failures == failures:  # the store was unreachable: ask again next run
+                ctx.memo.put("restore", p, new)
         if new is not None:
             updates[(slot.message, slot.part)] = new
     return replace_results(history, updates, ctx.memo)
