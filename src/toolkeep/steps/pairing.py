@@ -104,6 +104,10 @@ def _prune_calls(
             report.add_repair("invalid_calls_pruned", p.id, i, f"call to {p.name!r} has no id")
             changed = True
             continue
+        if not p.name:  # the provider rejects a call without a tool name just the same
+            report.add_repair("invalid_calls_pruned", p.id, i, "call has no tool name")
+            changed = True
+            continue
         if p.id in here:
             report.add_repair("duplicates_pruned", p.id, i)
             changed = True
