@@ -104,12 +104,20 @@ class AnthropicFormat(Format):
             if kind == "text" and isinstance(b.get("text"), str):
                 parts.append(TextPart(b["text"], raw=b))
             elif kind == "tool_use" and role == "assistant":
-                parts.append(ToolCallPart(_str(b.get("id")), _str(b.get("name")), b.get("input"), raw=b))
+                call_id = _field_str(b, "id", index, j)
+                parts.append(ToolCallPart(call_id, _field_str(b, "name", index, j), b.get("input"), raw=b))
             elif kind == "tool_result":
+                content_value = b.get("content")
+                if content_value is not None and not isinstance(content_value, (str, list)):
+                    raise FormatError(
+                        f"tool_result content must be a string or a list of blocks, got {type(content_value).__name__}",
+                        index=index,
+                        field=f"content[{j}].content",
+                    )
                 parts.append(
                     ToolResultPart(
-                        _str(b.get("tool_use_id")),
-                        result_text(b.get("content")),
+                        _field_str(b, "tool_use_id", index, j),
+                        result_text(content_value),
                         is_error=bool(b.get("is_error")),
                         raw=b,
                     )
@@ -261,5 +269,12 @@ class AnthropicFormat(Format):
         return out
 
 
-def _str(value: Any) -> str:
-    return value if isinstance(value, str) else ""
+def _field_str(block: Mapping[str, Any], key: str, index: int, j: int) -> str:
+    """A block's string field: ``""`` when absent (pairing repair handles that), an error when it
+    holds something else (a number id would be silently lost)."""
+    value = block.get(key)
+    if value is None or isinstance(value, str):
+        return value or ""
+    raise FormatError(
+        f"{key} must be a string, got {type(value).__name__}", index=index, field=f"content[{j}].{key}"
+    )

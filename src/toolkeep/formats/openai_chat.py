@@ -73,8 +73,8 @@ class OpenAIChatFormat(Format):
                 field="content",
             )
         if role == "tool":
-            call_id = m.get("tool_call_id")
-            part = ToolResultPart(call_id if isinstance(call_id, str) else "", content_text(content), raw=m)
+            call_id = _field_str(m, "tool_call_id", index, "tool_call_id")
+            part = ToolResultPart(call_id, content_text(content), raw=m)
             return Message("tool", (part,), raw=m)
         parts: list[Part] = []
         if isinstance(content, str):
@@ -88,10 +88,18 @@ class OpenAIChatFormat(Format):
                 raise FormatError("tool_calls must be a list", index=index, field="tool_calls")
             for j, call in enumerate(calls or ()):
                 c = expect_mapping(call, index, f"tool_calls[{j}]")
-                fn = c.get("function") if isinstance(c.get("function"), Mapping) else {}
-                parts.append(
-                    ToolCallPart(_str(c.get("id")), _str(fn.get("name")), fn.get("arguments"), raw=c)
-                )
+                fn = c.get("function")
+                if fn is None:
+                    fn = {}
+                elif not isinstance(fn, Mapping):
+                    raise FormatError(
+                        f"function must be an object, got {type(fn).__name__}",
+                        index=index,
+                        field=f"tool_calls[{j}].function",
+                    )
+                call_id = _field_str(c, "id", index, f"tool_calls[{j}].id")
+                name = _field_str(fn, "name", index, f"tool_calls[{j}].function.name")
+                parts.append(ToolCallPart(call_id, name, fn.get("arguments"), raw=c))
         return Message(role if role != "developer" and role != "function" else "system", tuple(parts), raw=m)
 
     def dump(self, history: History) -> list[Any]:
@@ -206,5 +214,10 @@ def _replace_text(content: Any, text: str) -> Any:
     return text
 
 
-def _str(value: Any) -> str:
-    return value if isinstance(value, str) else ""
+def _field_str(obj: Mapping[str, Any], key: str, index: int, field: str) -> str:
+    """A string field: ``""`` when absent (pairing repair handles that), an error when it holds
+    something else (a number id would be silently lost)."""
+    value = obj.get(key)
+    if value is None or isinstance(value, str):
+        return value or ""
+    raise FormatError(f"{key} must be a string, got {type(value).__name__}", index=index, field=field)
