@@ -72,6 +72,8 @@ def read_json(source: str) -> Any:
         ) from None
     except RecursionError:
         raise InputError(f"{source}: JSON nested too deeply") from None
+    except ValueError as exc:  # e.g. an integer literal past int's digit limit
+        raise InputError(f"{source}: invalid JSON: {exc}") from None
 
 
 def split_request(document: Any, source: str) -> tuple[list[Any], Callable[[list[Any]], Any]]:

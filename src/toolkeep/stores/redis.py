@@ -167,7 +167,7 @@ class RedisStore(StoreBase):
                 else self._redis.Redis.from_url(url, socket_timeout=10, socket_connect_timeout=5)
             )
             self._client.ping()
-        except self._redis.RedisError as exc:
+        except (self._redis.RedisError, ValueError) as exc:  # ValueError: a bad port, a host idna rejects
             raise StoreError(f"cannot reach the Redis archive at {_safe_url(url)}: {exc}") from exc
         self._put = self._client.register_script(_PUT)
         self._get = self._client.register_script(_GET)

@@ -100,6 +100,8 @@ def open_store(url: str, *, limits: Limits | None = None, clock: Clock | None = 
         prefix = query.get("prefix", "toolkeep")
         rest = [(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if k not in _OURS]
         server = urlunsplit(parts._replace(query=urlencode(rest)))
+        if scheme == "unix" and not parts.netloc:  # urlunsplit drops the "//" of unix:///path
+            server = "unix://" + server[len("unix:") :]
         return RedisStore(server, prefix=prefix, limits=parsed, clock=clock)
     raise ConfigError(
         f"unsupported store URL scheme {scheme!r} in {url!r} "
