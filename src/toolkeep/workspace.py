@@ -33,6 +33,7 @@ __all__ = [
     "MAX_NAME_BYTES",
     "MAX_PATH_CHARS",
     "MAX_READ_BYTES",
+    "TMP_PREFIX",
     "Workspace",
     "WorkspaceReader",
     "atomic_write",
@@ -44,6 +45,8 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 
 MAX_PATH_CHARS = 4_096
 MAX_NAME_BYTES = 255
+TMP_PREFIX = ".tmp-"
+"""Names of files :func:`atomic_write` has not finished; the reader never returns them."""
 MAX_READ_BYTES = 256 << 20
 """The reader refuses files bigger than this (persisted outputs are far smaller)."""
 
@@ -68,7 +71,7 @@ def atomic_write(path: Path, data: bytes) -> None:
     fsync: the rename is atomic for readers, and a session workspace does not outlive a power
     loss (the cost was a disk flush per persisted result on the agent's hot path)."""
     # a name of our own (pid, thread, target) is enough to be unique; O_EXCL makes sure
-    tmp = path.parent / f".tmp-{os.getpid()}-{threading.get_ident()}-{path.name}"
+    tmp = path.parent / f"{TMP_PREFIX}{os.getpid()}-{threading.get_ident()}-{path.name}"
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
     try:
         fd = os.open(tmp, flags, 0o600)
@@ -220,6 +223,8 @@ class WorkspaceReader:
             raise ReaderError(f"refused: {_show(text)} leads outside the session workspace")
         if not real.is_file():
             raise ReaderError(f"refused: {_show(text)} is not a regular file")
+        if real.name.startswith(TMP_PREFIX):  # a write in progress, or cut short by a crash
+            raise ReaderError(f"refused: {_show(text)} is an unfinished write")
         return real
 
     def read_text(self, path: str | os.PathLike[str]) -> str:
