@@ -67,10 +67,15 @@ def detect_format(messages: Sequence[Any]) -> Format:
     scores = {name: f.detect(plain) for name, f in FORMATS.items()}
     best = max(scores.values(), default=0)
     if best == 0:
+        index, field = _first_unreadable(plain)
         raise DetectionError(
-            "could not detect the history's format: it matches none of "
+            "could not detect the history's format: "
+            + ("it" if index is None else "this message")
+            + " matches none of "
             + ", ".join(FORMATS)
-            + " (name one with format=...)"
+            + " (name one with format=...)",
+            index=index,
+            field=field,
         )
     candidates = [name for name, score in scores.items() if score == best]
     if best == 2 and len(candidates) > 1:
@@ -78,6 +83,24 @@ def detect_format(messages: Sequence[Any]) -> Format:
             "ambiguous history format: could be " + " or ".join(candidates) + " (name one with format=...)"
         )
     return FORMATS[candidates[0]]
+
+
+def _first_unreadable(messages: Sequence[Any]) -> tuple[int | None, str | None]:
+    """Where detection failed: the first message no format accepts on its own, and the field the
+    first format that can say so names (``(None, None)`` when each message fits some format)."""
+    for i, m in enumerate(messages):
+        if any(f.detect([m]) for f in FORMATS.values()):
+            continue
+        for f in FORMATS.values():
+            try:
+                f.load([m])
+            except FormatError as exc:
+                if exc.field:
+                    return i, exc.field
+            except Exception:  # a loader's own bug must not hide the detection error
+                continue
+        return i, None
+    return None, None
 
 
 def resolve_format(messages: Sequence[Any], format: str | Format = "auto") -> Format:
