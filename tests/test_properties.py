@@ -173,3 +173,43 @@ class TestCarried:
         fmt, history = case
         out, _ = prepared_with(tmp_path_factory.mktemp("ws"), fmt, history)
         assert untouched_parts(fmt, out) == untouched_parts(fmt, history)
+
+
+SMALL = toolkeep.Config(
+    default_tool_cap=2_000,
+    tool_caps={"read": 4_000},
+    cap_head_chars=100,
+    cap_tail_chars=50,
+    max_result_chars=500,
+    turn_budget_chars=800,
+    preview_head_chars=100,
+    preview_tail_chars=50,
+    compact_min_chars=300,
+    compact_head_chars=60,
+    compact_tail_chars=20,
+)
+SHORTENED = ("chars omitted", "[TRUNCATED ", "[Old tool result cleared -- ")
+
+
+class TestBudgetHolds:
+    @property_settings(60)
+    @given(case=histories())
+    def test_every_result_and_turn_within_small_limits(
+        self, case: tuple[str, list[Any]], tmp_path_factory: Any
+    ) -> None:
+        """With small limits, every result sent is within the per-result limit, and a turn over its
+        budget has nothing left to cut (every result in it that could be previewed is shortened)."""
+        fmt, history = case
+        with toolkeep.Session(SMALL, workspace=tmp_path_factory.mktemp("ws")) as session:
+            out, _ = session.prepare(history, format=fmt)
+        turns: list[list[str]] = [[]]
+        for m in toolkeep.get_format(fmt).load(out):
+            if m.role == "assistant":
+                turns.append([])
+            turns[-1] += [p.text for p in m.parts if isinstance(p, ToolResultPart)]
+        for texts in turns:
+            assert all(len(t) <= SMALL.max_result_chars for t in texts)
+            if sum(map(len, texts)) > SMALL.turn_budget_chars:
+                # over 400 chars a preview (150 kept + path and marker) is always shorter
+                long = [t for t in texts if len(t) > 400]
+                assert all(any(s in t for s in SHORTENED) for t in long)
