@@ -18,7 +18,8 @@ from .conftest import TRAJECTORIES, load_trajectory, shared_or_skip
 from .convert_formats import CONVERTERS, corrupt, to_format
 
 FORMATS = list(CONVERTERS)
-CASES = [(p, f) for p in TRAJECTORIES for f in FORMATS] or [(None, f) for f in FORMATS]
+CASES: list[tuple[Path | None, str]] = [(p, f) for p in TRAJECTORIES for f in FORMATS]
+CASES = CASES or [(None, f) for f in FORMATS]
 
 
 def case_id(case: Any) -> str:

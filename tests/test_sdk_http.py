@@ -121,7 +121,7 @@ class TestAnthropic:
         wire.replies["/messages"] = ANTHROPIC_REPLY
         client = anthropic.Anthropic(api_key="k", http_client=wire.client(), max_retries=0)
         reply = client.messages.create(model="m", max_tokens=8, messages=[{"role": "user", "content": "go"}])
-        history = [
+        history: list[Any] = [
             {"role": "user", "content": "go"},
             {"role": "assistant", "content": reply.content},
             {
@@ -236,7 +236,7 @@ class TestOpenAIResponses:
 
         wire.replies["/responses"] = RESPONSES_REPLY
         client = openai.OpenAI(api_key="k", http_client=wire.client(), max_retries=0)
-        user = {"role": "user", "content": "find def"}
+        user: Any = {"role": "user", "content": "find def"}
         response = client.responses.create(model="gpt-5", input=[user])
         history: list[Any] = [user, *response.output]
         history.append({"type": "function_call_output", "call_id": "call_1", "output": "a.py:1:def f()"})

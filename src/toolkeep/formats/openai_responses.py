@@ -82,13 +82,29 @@ def _kind(item: Mapping[str, Any]) -> str:
     return kind if isinstance(kind, str) else ""
 
 
-def _model_side(item: Mapping[str, Any]) -> bool:
+def _side(item: Mapping[str, Any]) -> str:
+    """``model`` for what the model wrote, ``input`` for the rest, ``unknown`` for new kinds."""
     kind = _kind(item)
     if kind == "message":
-        return item.get("role") == "assistant"
+        return "model" if item.get("role") == "assistant" else "input"
     if kind in _CALLS or kind in _MODEL_SIDE:
-        return True
-    return not (kind in _OUTPUTS or kind.endswith(("_output", "_response")))
+        return "model"
+    if kind in _OUTPUTS or kind.endswith(("_output", "_response")):
+        return "input"
+    return "unknown"
+
+
+def _model_sides(items: list[Mapping[str, Any]]) -> list[bool]:
+    """Which items belong to a model run. An unknown kind joins a run only when model items
+    stand on both sides of it: it must not end a run (and split a reasoning item from its call)
+    nor start one (and take a call's outputs away from it)."""
+    sides = [_side(item) for item in items]
+    model = [side == "model" for side in sides]
+    for i, side in enumerate(sides):
+        if side == "unknown" and i > 0 and model[i - 1]:
+            nxt = next((s for s in sides[i + 1 :] if s != "unknown"), "input")
+            model[i] = nxt == "model"
+    return model
 
 
 class OpenAIResponsesFormat(Format):
@@ -128,12 +144,13 @@ class OpenAIResponsesFormat(Format):
 
     def load(self, messages: Sequence[Any]) -> History:
         items = [expect_mapping(m, i, "item") for i, m in enumerate(messages)]
+        model = _model_sides(items)
         out: History = []
         run: list[int] = []
         for i, item in enumerate(items):
-            if _model_side(item):
+            if model[i]:
                 run.append(i)
-                if i + 1 < len(items) and _model_side(items[i + 1]):
+                if i + 1 < len(items) and model[i + 1]:
                     continue
                 out.extend(self._load_run(items, run))
                 run = []
