@@ -54,6 +54,36 @@ def force(value: Any) -> Any:
     return value
 
 
+ANTHROPIC_REPLY = {
+    "id": "msg_1",
+    "type": "message",
+    "role": "assistant",
+    "model": "m",
+    "content": [{"type": "text", "text": "ok"}],
+    "stop_reason": "end_turn",
+    "stop_sequence": None,
+    "usage": {"input_tokens": 1, "output_tokens": 1},
+}
+OPENAI_REPLY = {
+    "id": "c",
+    "object": "chat.completion",
+    "created": 0,
+    "model": "m",
+    "choices": [{"index": 0, "message": {"role": "assistant", "content": "ok"}, "finish_reason": "stop"}],
+}
+
+
+def recording_client(reply: dict[str, Any]) -> tuple[Any, list[Any]]:
+    """An ``httpx2.Client`` whose transport records each request body and answers ``reply``."""
+    sent: list[Any] = []
+
+    def handler(request: Any) -> Any:
+        sent.append(json.loads(request.content))
+        return httpx2.Response(200, json=reply)
+
+    return httpx2.Client(transport=httpx2.MockTransport(handler)), sent
+
+
 def anthropic_accepts(messages: list[Any]) -> None:
     assert force(ANTHROPIC_MESSAGES.validate_python(messages)) == messages
 
@@ -101,29 +131,8 @@ class TestAnthropic:
             assistant(tool_use("t3", "ls")),
         ]
         out = session_prepare(tmp_path, history, "anthropic")
-        sent: list[Any] = []
-
-        def handler(request: Any) -> Any:
-            sent.append(json.loads(request.content))
-            return httpx2.Response(
-                200,
-                json={
-                    "id": "msg_1",
-                    "type": "message",
-                    "role": "assistant",
-                    "model": "m",
-                    "content": [{"type": "text", "text": "ok"}],
-                    "stop_reason": "end_turn",
-                    "stop_sequence": None,
-                    "usage": {"input_tokens": 1, "output_tokens": 1},
-                },
-            )
-
-        client = anthropic.Anthropic(
-            api_key="test",
-            base_url="https://anthropic.invalid",
-            http_client=httpx2.Client(transport=httpx2.MockTransport(handler)),
-        )
+        http, sent = recording_client(ANTHROPIC_REPLY)
+        client = anthropic.Anthropic(api_key="test", base_url="https://anthropic.invalid", http_client=http)
         client.messages.create(model="m", max_tokens=8, messages=out)
         assert sent[0]["messages"] == out
         anthropic_accepts(out)
@@ -156,32 +165,8 @@ class TestOpenAIChat:
             oa_tool("zz", "orphan"),
         ]
         out = session_prepare(tmp_path, history, "openai-chat")
-        sent: list[Any] = []
-
-        def handler(request: Any) -> Any:
-            sent.append(json.loads(request.content))
-            return httpx2.Response(
-                200,
-                json={
-                    "id": "c",
-                    "object": "chat.completion",
-                    "created": 0,
-                    "model": "m",
-                    "choices": [
-                        {
-                            "index": 0,
-                            "message": {"role": "assistant", "content": "ok"},
-                            "finish_reason": "stop",
-                        }
-                    ],
-                },
-            )
-
-        client = openai.OpenAI(
-            api_key="test",
-            base_url="https://openai.invalid/v1",
-            http_client=httpx2.Client(transport=httpx2.MockTransport(handler)),
-        )
+        http, sent = recording_client(OPENAI_REPLY)
+        client = openai.OpenAI(api_key="test", base_url="https://openai.invalid/v1", http_client=http)
         client.chat.completions.create(model="m", messages=out)
         assert sent[0]["messages"] == out
         openai_accepts(out)
