@@ -137,6 +137,32 @@ class TestAnthropic:
         assert json.dumps(wire.bodies[-1]) == json.dumps(wire.bodies[-2])
 
 
+@pytest.mark.parametrize(
+    ("fmt", "path"),
+    [
+        (p.parent.name, p)
+        for p in sorted(GOLDEN.glob("*/*.prepared.json"))
+        if p.parent.name in ("anthropic", "openai-chat")
+    ],
+    ids=lambda v: v.stem if isinstance(v, Path) else v,
+)
+def test_golden_prepared_output_is_sent_as_is(fmt: str, path: Path, wire: Wire) -> None:
+    """The pinned Anthropic and OpenAI Chat outputs go through their SDK unchanged."""
+    import anthropic
+    import openai
+
+    messages = json.loads(path.read_text(encoding="utf-8"))
+    if fmt == "anthropic":
+        wire.replies["/messages"] = ANTHROPIC_REPLY
+        client = anthropic.Anthropic(api_key="k", http_client=wire.client(), max_retries=0)
+        client.messages.create(model="claude-test-model", max_tokens=8, messages=messages)
+    else:
+        wire.replies["/chat/completions"] = CHAT_REPLY
+        chat = openai.OpenAI(api_key="k", http_client=wire.client(), max_retries=0)
+        chat.chat.completions.create(model="gpt-4o", messages=messages)
+    assert wire.bodies[-1]["messages"] == messages
+
+
 CHAT_REPLY = {
     "id": "chatcmpl-1",
     "object": "chat.completion",
