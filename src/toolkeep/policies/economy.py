@@ -1,0 +1,471 @@
+"""The cache-aware policy, ``policy="economy"``: shorten old results only when it pays.
+
+With prompt caching, every request re-reads the cached prefix at a tenth of the price, and any
+change to an earlier message makes the provider write everything after it again at 1.25x. A
+policy that shortens one more result on every request (age tiers, "keep the last N") rewrites
+the tail of the prompt on every request and can cost more than doing nothing. This one:
+
+1. decides each result's shortened forms once, from its original (the tiers: full, trimmed,
+   summary), and only ever moves a result to a shorter tier;
+2. collects the moves that ages call for and applies them together, only when the batch frees
+   at least ``clear_at_least`` tokens *and* the saving on the requests to come (estimated as
+   many as have been made so far) pays for rewriting the prompt after the first changed message;
+3. keeps what agents use: a read of a file stays until the same file is read again (then the
+   older read goes first), failures and errors stay longer, and the shortened forms keep error
+   lines and the tail of execution output, the first lines of search output, and an outline
+   of definitions with line numbers for source files.
+
+The decisions are a fold over the history's requests (one before each assistant message, and
+the one being prepared), so the output is a function of the history alone: a new session given
+the same history sends the same bytes. The fold is memoized on the step, so a growing session
+only folds what is new.
+"""
+
+from __future__ import annotations
+
+import re
+from bisect import bisect_left
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from ..config import Config
+from ..content_type import detect_content_type
+from ..messages import History, Message, Part, TextPart, ToolCallPart, ToolResultPart
+from ..shorten import carried_keys, compact_form, marker, summary_form
+from ..steps import Microcompactor, Step, StepContext
+from .commands import Kind, call_kind, call_target
+from .previews import (
+    excerpt_form,
+    leading_lines,
+    names_index,
+    outline,
+    outline_lines,
+    outline_summary,
+    tail_weighted,
+)
+
+__all__ = ["Economy", "EconomyCompactor", "economy_steps"]
+
+_FAILURE = re.compile(
+    r"Traceback \(most recent call last\)|\bFAILED\b|\bFAIL:|\bERROR\b|[Ee]rror:|error\[|"
+    r"BUILD FAILURE|panicked at|exit (?:code|status) [1-9]|command not found|No such file",
+)
+_SOURCE_TYPES = ("source", "JSON", "YAML", "XML", "HTML", "Markdown")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Economy:
+    """The cost model, tiers and levers of the economy policy. Sizes in chars, savings in tokens.
+
+    The levers can be switched off one by one (``batch``, ``smart``, ``previews``, ``inputs``) to
+    measure what each is worth; ``bench/economics`` does.
+    """
+
+    cache_read: float = 0.1
+    """Price of a cached input token, in base input tokens."""
+    cache_write: float = 1.25
+    """Price of an input token written to the cache."""
+    chars_per_token: float = 4.0
+    batch: bool = True
+    """Move tiers only in batches that pay for their rewrite (else at every request)."""
+    clear_at_least: int = 2_000
+    """Tokens a batch of tier moves must free to be applied (as Anthropic's ``clear_at_least``)."""
+    min_horizon: int = 6
+    """Requests a batch is assumed to serve at least..."""
+    horizon_share: float = 0.5
+    """...else this share of the requests made so far (a session that has run long runs on)."""
+    min_chars: int = 1_200
+    """Results no longer than this are never shortened."""
+    trim_age: int = 3
+    summary_age: int = 12
+    smart: bool = True
+    """Classify shell commands, keep failures longer, shorten superseded reads first."""
+    failure_factor: int = 3
+    """Failures and errors move to each tier this many times later."""
+    previews: bool = True
+    """Content-aware forms with a names index (else SPEC's head+tail and one-line summary)."""
+    trim_chars: int = 2_000
+    summary_chars: int = 600
+    index_share: float = 0.12
+    """The names index of a shortened result takes at most this share of the original..."""
+    index_max: int = 3_000
+    """...and at most this many chars."""
+    inputs: bool = True
+    """Also shorten the long strings of old tool-call inputs (file contents sent by write and
+    edit calls), where the format keeps the input as a mapping (Anthropic)."""
+    input_age: int = 6
+    input_min_chars: int = 800
+    input_head: int = 300
+    head_chars: int = 2_000
+    tail_chars: int = 500
+
+
+@dataclass(slots=True)
+class _Item:
+    """One thing the fold may shorten: a result, or the input of a call. Forms are computed once."""
+
+    message: int
+    part: int
+    block: int
+    obj: ToolResultPart | ToolCallPart
+    kind: Kind | None = None
+    """``None`` for a call's input."""
+    failure: bool = False
+    tier: int = 0
+    superseded: bool = False
+    forms: dict[int, Any] = field(default_factory=dict)
+    sizes: dict[int, int] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class _Fold:
+    """The fold's state after the last assistant message it has decided."""
+
+    prints: list[Any] = field(default_factory=list)
+    boundaries: int = 0
+    """Assistant messages folded (the request before each has been decided)."""
+    registered: int = 0
+    """Messages whose items are in ``items``."""
+    items: list[_Item] = field(default_factory=list)
+    active: list[_Item] = field(default_factory=list)
+    reads: dict[str, _Item] = field(default_factory=dict)
+    message_chars: list[int] = field(default_factory=list)
+
+
+class EconomyCompactor:
+    """The economy policy's compaction step (see the module docstring)."""
+
+    def __init__(self, economy: Economy | None = None) -> None:
+        self.economy = economy or Economy()
+        self._fold = _Fold()
+
+    # -- forms ---------------------------------------------------------------------------------
+
+    def size(self, item: _Item, tier: int, ctx: StepContext) -> int:
+        """Chars of ``item`` sent at ``tier``."""
+        if tier not in item.sizes:
+            form = self.form(item, tier, ctx)
+            item.sizes[tier] = len(form) if isinstance(form, str) else _input_chars(form)
+        return item.sizes[tier]
+
+    def form(self, item: _Item, tier: int, ctx: StepContext) -> Any:
+        """``item`` at ``tier`` (0 as sent, 1 trimmed, 2 summary), never longer than the tier
+        before it: a text for a result, an input mapping for a call."""
+        if tier in item.forms:
+            return item.forms[tier]
+        if isinstance(item.obj, ToolCallPart):
+            form: Any = item.obj.arguments if tier == 0 else self._input_form(item.obj.arguments, ctx)
+        elif tier == 0:
+            form = item.obj.text
+        else:
+            form = self._result_form(item, tier, ctx)
+            previous = self.form(item, tier - 1, ctx)
+            if len(form) >= len(previous):
+                form = previous
+        item.forms[tier] = form
+        return form
+
+    def _result_form(self, item: _Item, tier: int, ctx: StepContext) -> str:
+        e = self.economy
+        p = item.obj
+        assert isinstance(p, ToolResultPart)
+        original = p.full_text
+        key = p.key or ctx.archive(original)
+        if key and p.key is None:
+            item.obj = p = replace(p, key=key)
+        keys = ([key] if key else []) + carried_keys(original)
+        paths = [p.saved_path] if p.saved_path else []
+        content_type = detect_content_type(original)
+        if not e.previews:
+            if tier == 1:
+                return compact_form(original, e.head_chars, e.tail_chars, keys=keys, paths=paths)
+            return summary_form(original, content_type, keys=keys, paths=paths)
+        source = item.kind == "read" or any(t in content_type for t in _SOURCE_TYPES)
+        lines = original.split("\n")
+        if tier == 1:
+            budget = e.trim_chars
+            if item.kind == "exec" or item.failure:
+                keep = tail_weighted(original, budget)
+            elif item.kind in ("search", "list") or not source:
+                keep = leading_lines(original, budget)
+            else:
+                keep = leading_lines(original, budget // 2)
+                used = sum(len(lines[n]) + 1 for n in keep)
+                for n in outline(original):
+                    if used + len(lines[n]) + 1 > budget:
+                        break
+                    keep.append(n)
+                    used += len(lines[n]) + 1
+            text = excerpt_form(original, keep, keys=keys, paths=paths)
+        else:
+            if item.kind == "exec" or item.failure:
+                extra = [lines[n] for n in sorted(tail_weighted(original, e.summary_chars))]
+            elif source and item.kind not in ("search", "list"):
+                extra = outline_lines(original, e.summary_chars)
+            else:
+                extra = [lines[n] for n in leading_lines(original, e.summary_chars)]
+            text = outline_summary(original, content_type, extra, keys=keys, paths=paths)
+        budget = min(e.index_max, int(len(original) * e.index_share))
+        names = names_index(original, budget, skip=text)
+        return text + ("\nnames: " + " ".join(names) if names else "")
+
+    def _input_form(self, value: Any, ctx: StepContext) -> Any:
+        e = self.economy
+        if isinstance(value, str):
+            if len(value) <= e.input_min_chars:
+                return value
+            key = ctx.archive(value)
+            way = f" {marker(key)}" if key else ""
+            omitted = len(value) - e.input_head
+            return f"{value[: e.input_head]}\n[... {omitted} chars omitted from old tool call input ...]{way}"
+        if isinstance(value, Mapping):
+            return {k: self._input_form(v, ctx) for k, v in value.items()}
+        if isinstance(value, list):
+            return [self._input_form(v, ctx) for v in value]
+        return value
+
+    def desired(self, item: _Item, age: int) -> int:
+        """The tier ``item`` should be at ``age``."""
+        e = self.economy
+        if item.kind is None:
+            return 2 if age >= e.input_age else 0
+        if item.superseded:
+            return 2
+        factor = e.failure_factor if item.failure else 1
+        if age >= e.summary_age * factor:
+            return 2
+        if age >= e.trim_age * factor:
+            return 1
+        return 0
+
+    # -- the fold ------------------------------------------------------------------------------
+
+    def __call__(self, history: History, ctx: StepContext) -> History:
+        prints = _fingerprints(history)
+        assistants = [i for i, m in enumerate(history) if m.role == "assistant"]
+        fold = self._fold
+        # resume only if everything before the last folded assistant message is unchanged
+        done = assistants[fold.boundaries - 1] if 0 < fold.boundaries <= len(assistants) else 0
+        if fold.boundaries > len(assistants) or prints[:done] != fold.prints[:done]:
+            fold = self._fold = _Fold()
+        calls = {
+            p.id: p for m in history if m.role == "assistant" for p in m.parts if isinstance(p, ToolCallPart)
+        }
+        for n in range(fold.boundaries, len(assistants)):
+            new = self._items(
+                history, fold.registered, assistants[n], bisect_left(assistants, fold.registered), calls
+            )
+            for item, target in new:
+                self._supersede(fold.reads, item, target)
+                fold.items.append(item)
+                if self._may_shrink(item, ctx):
+                    fold.active.append(item)
+            fold.registered = assistants[n]
+            _grow(fold.message_chars, history, assistants[n])
+            self._apply(fold, self._decide(fold.active, fold.message_chars, n, assistants[n], ctx), ctx)
+            fold.boundaries = n + 1
+        fold.prints = prints[: assistants[-1]] if assistants else []
+        # the request being prepared now is decided on the side: the next history may not
+        # extend this one past its last assistant message
+        trailing = self._items(
+            history, fold.registered, len(history), bisect_left(assistants, fold.registered), calls
+        )
+        reads = dict(fold.reads)
+        superseded = {id(old) for item, t in trailing if (old := self._supersede(reads, item, t, mark=False))}
+        active = fold.active + [item for item, _ in trailing if self._may_shrink(item, ctx)]
+        chars = list(fold.message_chars)
+        _grow(chars, history, len(history))
+        moves = dict(
+            (id(item), want)
+            for item, want in self._decide(active, chars, len(assistants), len(history), ctx, superseded)
+        )
+        return self._render(history, fold.items + [item for item, _ in trailing], moves, ctx)
+
+    def _render(
+        self, history: History, items: list[_Item], moves: dict[int, int], ctx: StepContext
+    ) -> History:
+        changes: dict[int, dict[int, Part]] = {}
+        for item in items:
+            tier = moves.get(id(item), item.tier)
+            if tier == 0:
+                continue
+            form = self.form(item, tier, ctx)
+            current = history[item.message].parts[item.part]
+            if isinstance(current, ToolResultPart):
+                if form == current.text:
+                    continue
+                changes.setdefault(item.message, {})[item.part] = current.with_text(form, key=item.obj.key)  # type: ignore[union-attr]
+                if tier == 2:
+                    ctx.report.summarized += 1
+                else:
+                    ctx.report.truncated += 1
+            elif isinstance(current, ToolCallPart) and isinstance(current.raw, Mapping):
+                raw = {**current.raw, "input": form}
+                changes.setdefault(item.message, {})[item.part] = replace(current, arguments=form, raw=raw)
+        out = list(history)
+        for index, parts in changes.items():
+            m = history[index]
+            out[index] = replace(m, parts=tuple(parts.get(j, p) for j, p in enumerate(m.parts)), dirty=True)
+        return out
+
+    def _may_shrink(self, item: _Item, ctx: StepContext) -> bool:
+        e = self.economy
+        if item.kind is None:
+            return e.inputs and self.size(item, 2, ctx) < self.size(item, 0, ctx)
+        return len(item.obj.full_text) > e.min_chars  # type: ignore[union-attr]
+
+    def _items(
+        self, history: History, start: int, stop: int, block: int, calls: dict[str, ToolCallPart]
+    ) -> list[tuple[_Item, str | None]]:
+        """The items of messages ``start`` to ``stop``, each with the file it reads (if any);
+        ``block`` is the number of assistant messages before ``start``."""
+        e = self.economy
+        out: list[tuple[_Item, str | None]] = []
+        block -= 1
+        for index in range(start, stop):
+            m = history[index]
+            if m.role == "assistant":
+                block += 1
+                for j, part in enumerate(m.parts):
+                    if (
+                        isinstance(part, ToolCallPart)
+                        and isinstance(part.raw, Mapping)
+                        and isinstance(part.arguments, Mapping)
+                    ):
+                        out.append((_Item(index, j, block, part), None))
+                continue
+            for j, part in enumerate(m.parts):
+                if not isinstance(part, ToolResultPart):
+                    continue
+                call = calls.get(part.call_id)
+                arguments = call.arguments if call is not None else None
+                name = part.name or (call.name if call is not None else None)
+                kind: Kind = call_kind(name, arguments) if e.smart else "other"
+                tail = part.full_text[-3_000:]
+                failure = e.smart and (part.is_error or (kind == "exec" and bool(_FAILURE.search(tail))))
+                target = call_target(name, arguments) if kind == "read" and e.smart else None
+                out.append((_Item(index, j, block, part, kind, failure), target))
+        return out
+
+    @staticmethod
+    def _supersede(
+        reads: dict[str, _Item], item: _Item, target: str | None, *, mark: bool = True
+    ) -> _Item | None:
+        """Record ``item`` as the newest read of ``target``; the read it supersedes, if any."""
+        if target is None:
+            return None
+        older = reads.get(target)
+        reads[target] = item
+        if older is not None and mark:
+            older.superseded = True
+        return older
+
+    def _decide(
+        self,
+        active: list[_Item],
+        chars: list[int],
+        requests: int,
+        boundary: int,
+        ctx: StepContext,
+        superseded: set[int] | None = None,
+    ) -> list[tuple[_Item, int]]:
+        """The tier moves to make at the request before ``boundary`` (the ``requests``-th): all
+        that ages call for, if together they pay for the rewrite they cause; else none."""
+        e = self.economy
+        pending: list[tuple[_Item, int]] = []
+        for item in active:
+            if superseded and id(item) in superseded:
+                want = 2
+            else:
+                want = self.desired(item, requests - 1 - item.block)
+            if want > item.tier:
+                pending.append((item, want))
+        if not pending or not e.batch:
+            return pending
+        # choose where the rewrite starts: the moves from the newest back to the one that
+        # maximizes saving minus rewrite cost; a later start rewrites less but frees less
+        pending.sort(key=lambda move: move[0].message, reverse=True)
+        horizon = max(e.min_horizon, int(requests * e.horizon_share)) + 1
+        read, write = e.cache_read, e.cache_write
+        best, best_net, freed, tail, position = 0, 0.0, 0, 0, boundary
+        for n, (item, want) in enumerate(pending, 1):
+            tail += sum(chars[item.message : position])
+            position = item.message
+            freed += self.size(item, item.tier, ctx) - self.size(item, want, ctx)
+            if freed / e.chars_per_token < e.clear_at_least:
+                continue
+            # freed tokens are read at 0.1x by every request to come instead of being kept;
+            # the rest of the tail is written at 1.25x once instead of read at 0.1x
+            net = (read * freed * horizon - (write - read) * (tail - freed)) / e.chars_per_token
+            if net > best_net:
+                best, best_net = n, net
+        return pending[:best]
+
+    def _apply(self, fold: _Fold, moves: list[tuple[_Item, int]], ctx: StepContext) -> None:
+        if not moves:
+            return
+        for item, want in moves:
+            fold.message_chars[item.message] -= self.size(item, item.tier, ctx) - self.size(item, want, ctx)
+            item.tier = want
+        fold.active = [i for i in fold.active if i.tier < 2]
+
+
+def _input_chars(value: Any) -> int:
+    if isinstance(value, str):
+        return len(value)
+    if isinstance(value, Mapping):
+        return sum(len(str(k)) + _input_chars(v) for k, v in value.items())
+    if isinstance(value, list):
+        return sum(_input_chars(v) for v in value)
+    return len(str(value))
+
+
+def _message_chars(m: Message) -> int:
+    size = 20
+    for p in m.parts:
+        if isinstance(p, TextPart | ToolResultPart):
+            size += len(p.text)
+        elif isinstance(p, ToolCallPart):
+            size += len(p.name) + _input_chars(p.arguments)
+    return size
+
+
+def _grow(chars: list[int], history: History, boundary: int) -> None:
+    while len(chars) < boundary:
+        chars.append(_message_chars(history[len(chars)]))
+
+
+def _fingerprints(history: History) -> list[Any]:
+    """A cheap identity per message: role and, per part, its text's hash (cached on ``str``)."""
+    out: list[Any] = []
+    for m in history:
+        parts: list[Any] = [m.role]
+        for p in m.parts:
+            if isinstance(p, ToolResultPart):
+                parts.append((p.call_id, p.name, p.is_error, hash(p.full_text), len(p.text)))
+            elif isinstance(p, TextPart):
+                parts.append(hash(p.text))
+            elif isinstance(p, ToolCallPart):
+                parts.append((p.id, p.name, _arguments_print(p.arguments)))
+        out.append(tuple(parts))
+    return out
+
+
+def _arguments_print(arguments: Any) -> Any:
+    if isinstance(arguments, Mapping):
+        return tuple((k, _arguments_print(v)) for k, v in arguments.items())
+    if isinstance(arguments, list):
+        return tuple(_arguments_print(v) for v in arguments)
+    if isinstance(arguments, str):
+        return hash(arguments)
+    return repr(arguments)
+
+
+def economy_steps(config: Config, economy: Economy | None = None) -> list[Step]:
+    """The economy pipeline: pairing, originals, per-tool caps, budget, cache-aware compaction."""
+    # imported here: the pipeline module registers this builder, so it is loaded by now
+    from ..pipeline import default_steps
+
+    spec = [step for step in default_steps(config) if not isinstance(step, Microcompactor)]
+    return [*spec, EconomyCompactor(economy)]

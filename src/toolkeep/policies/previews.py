@@ -1,0 +1,191 @@
+"""Content-aware shortened forms: keep the lines an agent is likely to use again.
+
+A head+tail cut keeps what happens to sit at the ends. These keep, by kind of output:
+
+- execution output (test runs, builds, logs): the tail, where the verdict is, and the lines that
+  report errors or failures wherever they are (:func:`tail_weighted`);
+- search and listing output: the first matching lines, whole (:func:`leading_lines`);
+- source files: an outline, the definitions with their line numbers (:func:`outline`).
+
+Every form starts with the original's first line(s) or the SPEC's one-line summary, ends with the
+way back (``<<ccr:KEY>>``, saved path), and keeps SPEC's literal omission marker
+``[... N chars omitted from old tool result ...]``, so ``restore_originals`` recognizes it and
+``prepare`` stays idempotent.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+
+from ..shorten import compact_form, summary_form
+
+__all__ = [
+    "excerpt_form",
+    "leading_lines",
+    "names_index",
+    "outline",
+    "outline_lines",
+    "outline_summary",
+    "tail_weighted",
+]
+
+_DEFINITION = re.compile(
+    r"^\s*(?:(?:export|pub(?:\(\w+\))?|public|private|protected|static|async|abstract|final|"
+    r"override|default|internal|open|unsafe|extern|inline|virtual)\s+)*"
+    r"(?:def|class|fn|func|function|struct|enum|trait|impl|interface|type|module|object|"
+    r"record|namespace|package|macro_rules!|const|let|var|val)\s+[\w$<>:.]+"
+    r"|^\s*(?:@\w+|#define\s+\w+|\w[\w<>\[\],.? ]*\s+\w+\s*\([^;{]*\)\s*(?:throws [\w., ]+)?\s*\{?\s*$)"
+)
+_NUMBERED = re.compile(r"^\s*(\d+)(?:\t|→|:|\s{1,2}\S)")
+_PROBLEM = re.compile(
+    r"error|fail|exception|traceback|assert|panic|fatal|denied|not found|no such|cannot|"
+    r"undefined|expected|warning|E\d{3,4}\b|\bFAILED\b|\bERROR\b",
+    re.IGNORECASE,
+)
+_MARK = "[... {n} chars omitted from old tool result ...]"
+
+
+def _head_lines(lines: Sequence[str], minimum: int = 32) -> int:
+    """How many leading lines make at least ``minimum`` chars (so the form starts like the original)."""
+    size = 0
+    for n, line in enumerate(lines, 1):
+        size += len(line) + 1
+        if size >= minimum:
+            return n
+    return len(lines)
+
+
+def excerpt_form(text: str, keep: Iterable[int], *, keys: Iterable[str], paths: Iterable[str] = ()) -> str:
+    """The original's lines at the indexes in ``keep`` (plus its first line), in order, with a
+    ``[... L lines omitted ...]`` line at each gap and SPEC's omission marker at the end."""
+    lines = text.split("\n")
+    chosen = sorted(set(keep) | set(range(_head_lines(lines))))
+    out: list[str] = []
+    last = -1
+    kept_chars = 0
+    for n in chosen:
+        if n >= len(lines):
+            break
+        if n > last + 1:
+            out.append(f"[... {n - last - 1} lines omitted ...]")
+        out.append(lines[n])
+        kept_chars += len(lines[n]) + 1
+        last = n
+    if last < len(lines) - 1:
+        out.append(f"[... {len(lines) - 1 - last} lines omitted ...]")
+    omitted = max(0, len(text) - kept_chars)
+    # compact_form with an empty head and tail gives SPEC's marker line plus the way back
+    marker = compact_form("", 0, 0, keys=keys, paths=paths).strip("\n")
+    marker = marker.replace(_MARK.format(n=0), _MARK.format(n=omitted), 1)
+    return "\n".join(out) + "\n" + marker
+
+
+def _fit(lines: Sequence[str], order: Iterable[int], budget: int) -> list[int]:
+    """Indexes from ``order`` (most wanted first) whose lines fit in ``budget`` chars."""
+    taken: list[int] = []
+    used = 0
+    for n in order:
+        size = min(len(lines[n]), 400) + 1
+        if used + size > budget:
+            continue
+        taken.append(n)
+        used += size
+    return taken
+
+
+def tail_weighted(text: str, budget: int) -> list[int]:
+    """Line indexes for execution output: error lines first, then the tail, then the head."""
+    lines = text.split("\n")
+    problems = [n for n, line in enumerate(lines) if _PROBLEM.search(line)]
+    tail = list(range(len(lines) - 1, -1, -1))
+    # the last problems matter most (the final failure summary), then the tail itself
+    return _fit(lines, [*problems[::-1][:40], *tail], budget)
+
+
+def leading_lines(text: str, budget: int) -> list[int]:
+    """Line indexes for search or listing output: the first lines, as many as fit."""
+    lines = text.split("\n")
+    return _fit(lines, range(len(lines)), budget)
+
+
+def outline(text: str) -> list[int]:
+    """Line indexes of definitions (functions, classes, types, constants) in source text."""
+    out = []
+    for n, line in enumerate(text.split("\n")):
+        body = _NUMBERED.sub("", line, count=1) if _NUMBERED.match(line) else line
+        if len(body) <= 200 and _DEFINITION.match(body):
+            out.append(n)
+    return out
+
+
+def outline_lines(text: str, budget: int) -> list[str]:
+    """The outline as lines ``N: definition`` (the file's own numbers when it shows them)."""
+    lines = text.split("\n")
+    out: list[str] = []
+    used = 0
+    for n in outline(text):
+        line = lines[n].strip() if _NUMBERED.match(lines[n]) else f"{n + 1}: {lines[n].strip()}"
+        if used + len(line) + 1 > budget:
+            break
+        out.append(line)
+        used += len(line) + 1
+    return out
+
+
+def outline_summary(
+    text: str,
+    content_type: str,
+    extra: Sequence[str],
+    *,
+    keys: Iterable[str],
+    paths: Iterable[str] = (),
+) -> str:
+    """SPEC's one-line summary (with its way back), then ``extra`` lines (an outline, the last
+    error lines, the first matches) so the agent still sees what was there."""
+    line = summary_form(text, content_type, keys=keys, paths=paths)
+    return line if not extra else line + "\n" + "\n".join(extra)
+
+
+_NAME_WORD = re.compile(r"[\w./-]+")
+_NAME_IDENT = re.compile(r"[A-Za-z_][\w.]*\Z")
+_NAME_CAMEL = re.compile(r"[a-z][A-Z]")
+
+
+def _name_like(word: str) -> bool:
+    if "/" in word:
+        return len(word) >= 4
+    if word.isdigit() or word.replace(".", "").isdigit():
+        return sum(c.isdigit() for c in word) >= 3
+    if len(word) < 4 or not _NAME_IDENT.match(word):
+        return False
+    return "_" in word or "." in word or any(c.isdigit() for c in word) or bool(_NAME_CAMEL.search(word))
+
+
+def names_index(text: str, budget: int, *, skip: str = "") -> list[str]:
+    """The distinctive names in ``text`` (identifiers with ``_``, ``.``, digits or camelCase,
+    paths, numbers of 3+ digits), each once, in order of appearance, that ``skip`` does not
+    already show, as many as fit in ``budget`` chars. Line-number prefixes are not names.
+
+    These are what an agent copies from an old result into a later call (a function to edit, a
+    path to open, a failing test's id); listing them keeps the agent aware they exist, and the
+    archive marker next to them gives the rest back.
+    """
+    out: list[str] = []
+    seen: set[str] = set()
+    used = 0
+    for line in text.split("\n"):
+        match = _NUMBERED.match(line)
+        body = line[match.end(1) :] if match else line
+        for found in _NAME_WORD.finditer(body):
+            word = found.group().strip("./-")
+            if word in seen or not _name_like(word):
+                continue
+            seen.add(word)
+            if word in skip:
+                continue
+            if used + len(word) + 1 > budget:
+                return out
+            out.append(word)
+            used += len(word) + 1
+    return out

@@ -1,0 +1,101 @@
+"""The seed's exact behaviour (ChatCLI as its description and code have it), as ``policy="seed"``.
+
+Kept as a yardstick: the SPEC's default fixes its flaws, and the economics bench reports both.
+What differs from the default:
+
+- microcompaction tests the size of the result *as it stands* (ChatCLI edits its history in
+  place), so a result truncated at age 2 (about 2,500 chars) is under the 3,000-char threshold
+  from then on and never reaches the one-line summary;
+- nothing is preserved: write and execution tools and error results are cut like the others;
+- the summary names only the seed's content types (JSON, Go, Python, JavaScript, diff, git log,
+  text).
+
+The in-place editing is reproduced as a pure function of the result's age (the tier rules are
+applied once per age, in order), so the output stays a deterministic function of the history.
+"""
+
+from __future__ import annotations
+
+from ..config import Config
+from ..content_type import detect_content_type_seed
+from ..messages import History, ToolResultPart
+from ..shorten import carried_keys, compact_form, summary_form
+from ..steps import Microcompactor, Step, StepContext, iter_results, replace_results
+
+__all__ = ["SeedMicrocompactor", "seed_steps"]
+
+
+class SeedMicrocompactor:
+    """ChatCLI's microcompaction: at age >= ``truncate_turns`` a result whose current text is over
+    ``min_chars`` becomes head+tail; at age >= ``summarize_turns`` one whose current text is
+    still over ``min_chars`` becomes the one-line summary. Nothing is preserved.
+
+    Deliberately not a :class:`~toolkeep.steps.Microcompactor` subclass: the seed's behaviour
+    must not follow the SPEC step as it evolves."""
+
+    def __init__(
+        self,
+        *,
+        truncate_turns: int = 2,
+        summarize_turns: int = 4,
+        min_chars: int = 3_000,
+        head: int = 2_000,
+        tail: int = 500,
+    ) -> None:
+        self.truncate_turns = truncate_turns
+        self.summarize_turns = summarize_turns
+        self.min_chars = min_chars
+        self.head = head
+        self.tail = tail
+
+    def form(self, text: str, age: int, keys: list[str], paths: list[str]) -> str:
+        """The text after the in-place edits of every age up to ``age``, starting from ``text``."""
+        current = text
+        # ChatCLI runs both rules at every request; the result passed the truncation age first
+        # unless both ages are equal, in which case the summary rule saw the full text
+        if (
+            age >= self.truncate_turns
+            and self.truncate_turns < self.summarize_turns
+            and len(current) > self.min_chars
+        ):
+            current = compact_form(current, self.head, self.tail, keys=keys, paths=paths)
+        if age >= self.summarize_turns and len(current) > self.min_chars:
+            current = summary_form(current, detect_content_type_seed(current), keys=keys, paths=paths)
+        return current
+
+    def __call__(self, history: History, ctx: StepContext) -> History:
+        updates: dict[tuple[int, int], ToolResultPart] = {}
+        for slot in iter_results(history):
+            p = slot.result
+            if slot.age < self.truncate_turns or len(p.text) <= self.min_chars:
+                continue
+            key = p.key or ctx.archive(p.full_text)
+            keys = ([key] if key else []) + carried_keys(p.text)
+            paths = [p.saved_path] if p.saved_path else []
+            text = self.form(p.text, slot.age, keys, paths)
+            if text == p.text:
+                continue
+            updates[(slot.message, slot.part)] = p.with_text(text, key=key)
+            if text.startswith("[Old tool result cleared"):
+                ctx.report.summarized += 1
+            else:
+                ctx.report.truncated += 1
+        return replace_results(history, updates)
+
+
+def seed_steps(config: Config) -> list[Step]:
+    """The seed's pipeline: pairing, per-tool caps, budget, ChatCLI's microcompaction."""
+    # imported here: the pipeline module registers this builder, so it is loaded by now
+    from ..pipeline import default_steps
+
+    spec = [step for step in default_steps(config) if not isinstance(step, Microcompactor)]
+    return [
+        *spec,
+        SeedMicrocompactor(
+            truncate_turns=config.truncate_turns,
+            summarize_turns=config.summarize_turns,
+            min_chars=config.compact_min_chars,
+            head=config.compact_head_chars,
+            tail=config.compact_tail_chars,
+        ),
+    ]

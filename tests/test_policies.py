@@ -1,0 +1,290 @@
+"""The named policies: the seed's exact behaviour, and the economy policy's levers."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import toolkeep
+from toolkeep.pipeline import POLICIES, run_pipeline
+from toolkeep.policies import Economy, EconomyCompactor, SeedMicrocompactor
+from toolkeep.stores import MemoryStore
+
+from .conftest import TRAJECTORIES, load_trajectory, shared_or_skip
+
+
+def use(call_id: str, name: str, **arguments: Any) -> dict[str, Any]:
+    """An assistant message with one tool call."""
+    return {
+        "role": "assistant",
+        "content": [{"type": "tool_use", "id": call_id, "name": name, "input": arguments}],
+    }
+
+
+def result(call_id: str, text: str, *, error: bool = False) -> dict[str, Any]:
+    """A user message with one tool result."""
+    block: dict[str, Any] = {"type": "tool_result", "tool_use_id": call_id, "content": text}
+    if error:
+        block["is_error"] = True
+    return {"role": "user", "content": [block]}
+
+
+def source(n: int) -> str:
+    """A Python file of ``n`` functions, about 110 chars each."""
+    return "".join(
+        f"def handler_{i}(request):\n    return render(request, 'page_{i}.html')\n\n\n" for i in range(n)
+    )
+
+
+def session_of(turns: list[tuple[str, dict[str, Any], str]]) -> list[dict[str, Any]]:
+    """A history with one ``(tool name, arguments, result text)`` per turn, then a final answer."""
+    history: list[dict[str, Any]] = [{"role": "user", "content": "fix the bug"}]
+    for n, (name, arguments, text) in enumerate(turns):
+        history += [use(f"toolu_{n:03d}", name, **arguments), result(f"toolu_{n:03d}", text)]
+    history.append({"role": "assistant", "content": "done"})
+    return history
+
+
+def requests(history: list[Any]) -> list[list[Any]]:
+    """The request before each assistant message, and the whole history."""
+    ends = [i for i, m in enumerate(history) if m["role"] == "assistant" and i > 0]
+    return [history[:i] for i in ends]
+
+
+def texts(messages: list[Any]) -> dict[str, str]:
+    """Result text by call id."""
+    return {
+        b["tool_use_id"]: b["content"]
+        for m in messages
+        if isinstance(m["content"], list)
+        for b in m["content"]
+        if b["type"] == "tool_result"
+    }
+
+
+def economy_run(history: list[Any], economy: Economy, store: MemoryStore | None = None) -> list[list[Any]]:
+    """Every request of ``history`` through one long-lived economy step."""
+    step = EconomyCompactor(economy)
+    store = store or MemoryStore()
+    return [
+        run_pipeline(r, format="anthropic", config=toolkeep.Config(), store=store, steps=[step]).messages
+        for r in requests(history)
+    ]
+
+
+class TestRegistry:
+    def test_named_policies_are_registered(self) -> None:
+        """``seed`` and ``economy`` are picked by ``Config(policy=...)`` next to ``default``."""
+        assert {"default", "seed", "economy"} <= set(POLICIES)
+        with toolkeep.Session(toolkeep.Config(policy="seed")) as session:
+            assert any(isinstance(s, SeedMicrocompactor) for s in session.steps)
+        with toolkeep.Session(toolkeep.Config(policy="economy")) as session:
+            assert any(isinstance(s, EconomyCompactor) for s in session.steps)
+
+
+class TestSeed:
+    def history(self, name: str = "bash", error: bool = False) -> list[Any]:
+        text = "x" * 5_000
+        history = [
+            {"role": "user", "content": "go"},
+            use("a", name, command="make"),
+            result("a", text, error=error),
+        ]
+        for n in range(6):
+            history += [use(f"b{n}", "ls"), result(f"b{n}", "ok")]
+        return history
+
+    def test_truncated_result_never_reaches_the_summary(self) -> None:
+        """ChatCLI tests the size of the text as it stands, so a result cut at age 2 stays cut."""
+        out, report = run_pipeline(self.history(), config=toolkeep.Config(policy="seed"))
+        text = texts(out)["a"]
+        assert "[... 2500 chars omitted from old tool result ...]" in text
+        assert report.summarized == 0 and report.truncated == 1
+
+    def test_default_summarizes_what_seed_keeps_truncated(self) -> None:
+        """The SPEC's default uses the original's size and reaches the one-line summary."""
+        out, _ = run_pipeline(self.history(name="read"), config=toolkeep.Config())
+        assert texts(out)["a"].startswith("[Old tool result cleared -- 1 lines, 5K chars, text]")
+
+    def test_seed_preserves_nothing(self) -> None:
+        """Execution tools and errors are cut by the seed; the default keeps them."""
+        for error in (False, True):
+            seed, _ = run_pipeline(self.history(error=error), config=toolkeep.Config(policy="seed"))
+            default, _ = run_pipeline(self.history(error=error), config=toolkeep.Config())
+            assert len(texts(seed)["a"]) < 3_000
+            assert texts(default)["a"] == "x" * 5_000
+
+    def test_seed_form_carries_the_way_back(self) -> None:
+        """The seed's cut carries the archive marker of the original, which recall returns."""
+        with toolkeep.Session(toolkeep.Config(policy="seed")) as session:
+            out, _ = session.prepare(self.history())
+            key = texts(out)["a"].rsplit("<<ccr:", 1)[1][:16]
+            assert session.recall(key) == "x" * 5_000
+
+
+class TestEconomyStability:
+    def turns(self, n: int = 24) -> list[tuple[str, dict[str, Any], str]]:
+        turns: list[tuple[str, dict[str, Any], str]] = []
+        for i in range(n):
+            turns.append(("bash", {"command": f"cat src/module_{i}.py"}, source(40 + i)))
+        return turns
+
+    def test_a_shortened_result_only_ever_moves_to_a_shorter_tier(self) -> None:
+        """Across requests, each result's text is either unchanged or replaced by a shorter form."""
+        outputs = economy_run(session_of(self.turns()), Economy(clear_at_least=500, min_horizon=2))
+        seen: dict[str, list[str]] = {}
+        for out in outputs:
+            for call_id, text in texts(out).items():
+                seen.setdefault(call_id, []).append(text)
+        moved = 0
+        for forms in seen.values():
+            distinct = list(dict.fromkeys(forms))
+            moved += len(distinct) > 1
+            assert [len(t) for t in distinct] == sorted((len(t) for t in distinct), reverse=True)
+            # once a form is left it never comes back
+            assert all(
+                forms.index(t) + forms.count(t) - 1 == max(i for i, f in enumerate(forms) if f == t)
+                for t in distinct
+            )
+        assert moved > 0
+
+    def test_few_requests_rewrite_the_prefix(self) -> None:
+        """With batching most requests extend the previous one; without it most rewrite it."""
+        history = session_of(self.turns())
+
+        def rewrites(economy: Economy) -> int:
+            outputs = economy_run(history, economy)
+            return sum(
+                json.dumps(b) != json.dumps(a[: len(b)]) for a, b in zip(outputs[1:], outputs, strict=False)
+            )
+
+        batched = rewrites(Economy(clear_at_least=2_000, min_horizon=2))
+        eager = rewrites(Economy(batch=False))
+        assert batched < eager / 3
+        assert eager > 10
+
+    def test_fresh_session_gives_the_same_bytes(self) -> None:
+        """A long-lived step and a fresh one give byte-identical output for every prefix."""
+        history = session_of(self.turns(16))
+        economy = Economy(clear_at_least=500, min_horizon=2)
+        store = MemoryStore()
+        for request, out in zip(requests(history), economy_run(history, economy, store), strict=True):
+            fresh = run_pipeline(
+                request,
+                format="anthropic",
+                config=toolkeep.Config(),
+                store=store,
+                steps=[EconomyCompactor(economy)],
+            ).messages
+            assert json.dumps(fresh) == json.dumps(out)
+
+    def test_edited_earlier_result_refolds(self) -> None:
+        """When an earlier result changes, the step refolds instead of serving stale decisions."""
+        history = session_of(self.turns(16))
+        economy = Economy(clear_at_least=500, min_horizon=2)
+        step = EconomyCompactor(economy)
+        config = toolkeep.Config()
+        store = MemoryStore()
+        run_pipeline(history, format="anthropic", config=config, store=store, steps=[step])
+        edited = json.loads(json.dumps(history))
+        edited[2]["content"][0]["content"] = "short now"
+        out = run_pipeline(edited, format="anthropic", config=config, store=store, steps=[step]).messages
+        fresh = run_pipeline(
+            edited, format="anthropic", config=config, store=store, steps=[EconomyCompactor(economy)]
+        ).messages
+        assert json.dumps(out) == json.dumps(fresh)
+        assert texts(out)["toolu_000"] == "short now"
+
+
+class TestEconomyBatching:
+    def history(self) -> list[Any]:
+        # six 7,992-char results, then enough turns for all of them to reach the trim age
+        turns = [("bash", {"command": "pytest"}, "PASSED line\n" * 666) for _ in range(6)]
+        turns += [("bash", {"command": "ls"}, "ok") for _ in range(10)]
+        return session_of(turns)
+
+    def freed(self) -> float:
+        """Tokens freed by moving every big result at once (measured with batching off)."""
+        out = economy_run(self.history(), Economy(batch=False, trim_age=3, summary_age=99))[-1]
+        before = sum(len(t) for t in texts(self.history()).values())
+        return (before - sum(len(t) for t in texts(out).values())) / 4
+
+    def test_batch_below_clear_at_least_is_not_applied(self) -> None:
+        """A batch that frees less than ``clear_at_least`` tokens leaves every result as it is."""
+        freed = self.freed()
+        economy = Economy(clear_at_least=int(freed) + 1, min_horizon=1_000, trim_age=3, summary_age=99)
+        for out in economy_run(self.history(), economy):
+            assert texts(out) == {k: v for k, v in texts(self.history()).items() if k in texts(out)}
+
+    def test_batch_over_clear_at_least_is_applied_together(self) -> None:
+        """Once pending moves free enough, they are made in the same request."""
+        economy = Economy(
+            clear_at_least=int(self.freed() * 0.9), min_horizon=1_000, trim_age=3, summary_age=99
+        )
+        outputs = economy_run(self.history(), economy)
+        changed_at = []
+        for out in outputs:
+            big = [t for k, t in texts(out).items() if int(k[-3:]) < 6]
+            changed_at.append(sum(t != "PASSED line\n" * 666 for t in big))
+        first = next(n for n, c in enumerate(changed_at) if c)
+        assert changed_at[first] == 6  # the batch moved all of them at once
+        assert all(c >= changed_at[first] for c in changed_at[first:])
+
+    def test_unprofitable_rewrite_is_skipped(self) -> None:
+        """With a horizon too short to pay back the rewrite, nothing moves."""
+        history = self.history()
+        economy = Economy(clear_at_least=1, min_horizon=0, horizon_share=0.0, trim_age=3, summary_age=99,
+                          cache_read=0.1, cache_write=100.0)  # fmt: skip
+        assert texts(economy_run(history, economy)[-1]) == texts(history[:-1])
+
+
+class TestEconomyPreservation:
+    def test_failures_stay_longer_than_passing_runs(self) -> None:
+        """An execution that failed keeps its full text after a passing one of the same age is cut."""
+        failing = "collected 3 items\n" + "x\n" * 3_000 + "FAILED tests/test_a.py::test_x - AssertionError\n"
+        passing = "collected 3 items\n" + "x\n" * 3_000 + "3 passed in 0.1s\n"
+        turns = [("bash", {"command": "pytest"}, failing), ("bash", {"command": "pytest"}, passing)]
+        turns += [("bash", {"command": "ls"}, "ok") for _ in range(6)]
+        out = economy_run(session_of(turns), Economy(batch=False, trim_age=3, failure_factor=3))[-1]
+        assert texts(out)["toolu_000"] == failing
+        assert len(texts(out)["toolu_001"]) < len(passing)
+
+    def test_superseded_read_goes_first(self) -> None:
+        """Reading the same file again shortens the older read at once, the newer stays whole."""
+        text = source(40)
+        turns = [("bash", {"command": "cat app.py"}, text), ("bash", {"command": "cat app.py"}, text)]
+        out = economy_run(session_of(turns), Economy(batch=False))[-1]
+        assert texts(out)["toolu_000"].startswith("[Old tool result cleared -- ")
+        assert texts(out)["toolu_001"] == text
+
+    def test_old_write_input_is_shortened_and_recoverable(self) -> None:
+        """The file content of an old write call is cut to its head with a marker to the original."""
+        content = source(30)
+        turns = [("Write", {"file_path": "/a.py", "content": content}, "File written")]
+        turns += [("bash", {"command": "ls"}, "ok") for _ in range(8)]
+        store = MemoryStore()
+        out = economy_run(session_of(turns), Economy(batch=False, input_age=6), store)[-1]
+        sent = out[1]["content"][0]["input"]["content"]
+        assert sent.startswith(content[:300]) and "chars omitted from old tool call input" in sent
+        assert store.get(sent.rsplit("<<ccr:", 1)[1][:16]) == content
+
+
+@pytest.mark.parametrize("path", [p for p in TRAJECTORIES if p.stat().st_size < 100_000][:3] or [None])
+def test_real_trajectory_fresh_equals_long_lived(path: Path | None, tmp_path: Path) -> None:
+    """On real trajectories, the economy policy's session output equals a fresh run's at every request."""
+    shared_or_skip()
+    assert path is not None
+    history = load_trajectory(path)
+    config = toolkeep.Config(policy="economy")
+    with toolkeep.Session(config, workspace=tmp_path) as session:
+        for request in [*requests(history), history]:
+            out, _ = session.prepare(request, format="anthropic")
+            fresh, _ = run_pipeline(
+                request, format="anthropic", config=config, workspace=session.workspace, store=session.store
+            )
+            assert json.dumps(out) == json.dumps(fresh)
+            again, _ = session.prepare(out, format="anthropic")
+            assert json.dumps(again) == json.dumps(out)
