@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from importlib.metadata import PackageNotFoundError, version
 
+from . import recall
 from .config import Config
 from .content_type import detect_content_type
 from .dispatch import declared_cap, result_cap
@@ -82,6 +83,7 @@ __all__ = [
     "detect_format",
     "get_format",
     "open_store",
+    "recall",
     "repair_pairing",
     "restore_originals",
     "result_cap",

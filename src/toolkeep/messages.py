@@ -15,6 +15,7 @@ tool blocks, unknown block types): carried through by reference.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, TypeAlias
 
@@ -129,7 +130,7 @@ class Message:
     def results(self) -> tuple[ToolResultPart, ...]:
         return tuple(p for p in self.parts if isinstance(p, ToolResultPart))
 
-    def with_parts(self, parts: tuple[Part, ...] | list[Part]) -> Message:
+    def with_parts(self, parts: Sequence[Part]) -> Message:
         """A copy holding ``parts``, marked for rebuilding."""
         return replace(self, parts=tuple(parts), dirty=True)
 

@@ -13,9 +13,10 @@ from .formats import Format, _sdk, detect_format, get_format, resolve_format
 from .incremental import BlockEngine, is_block_local
 from .messages import ToolResultPart
 from .pipeline import Prepared, build_steps, run_pipeline
+from .recall import handle_tool_call, tool_definitions
 from .report import Report
 from .steps import Memo, StepContext, ToolCaps
-from .stores import ArchiveStore, FileStore, open_store
+from .stores import ArchiveStore, open_store, store_for_config
 from .workspace import Workspace
 
 __all__ = ["Session"]
@@ -47,7 +48,7 @@ class Session:
             self.workspace = Workspace(workspace, keep=self.config.keep_tmpdir)
         self._owns_store = not (store is not None and not isinstance(store, str))
         if store is None:
-            self.store: ArchiveStore = FileStore(self.workspace.archive_dir)
+            self.store: ArchiveStore = store_for_config(self.config, self.workspace.archive_dir)
         elif isinstance(store, str):
             self.store = open_store(store)
         else:
@@ -130,6 +131,16 @@ class Session:
         part = ToolResultPart(call_id, text, name=tool_name)
         capped = caps.cut(part, ctx)
         return text if capped is None else capped.text
+
+    def handle_tool_call(self, name: str, arguments: Any) -> str | None:
+        """The answer to a ``recall`` or ``read_result`` call the model made; ``None`` for any
+        other tool. Never raises for the model's mistakes: an unknown key or a refused path gets
+        a sentence the model can act on."""
+        return handle_tool_call(name, arguments, store=self.store, workspace=self.workspace, config=self.config)
+
+    def tool_definitions(self, format: str) -> list[Any]:
+        """The ``recall`` and ``read_result`` tool definitions in ``format``'s tool schema."""
+        return tool_definitions(format)
 
     def recall(self, key: str) -> str | None:
         """The original archived under ``key``, or ``None`` if the store does not have it."""

@@ -179,7 +179,7 @@ def iter_results(history: History, age_offset: int = 0) -> Iterator[ResultSlot]:
             continue
         for j, p in enumerate(m.parts):
             if p.kind == "tool_result":
-                yield ResultSlot(i, j, block, assistants - 1 - block, p)  # type: ignore[arg-type]
+                yield ResultSlot(i, j, block, assistants - 1 - block, p)
 
 
 def replace_results(

@@ -82,9 +82,12 @@ class ResultBudget:
         if total <= self.turn_budget_chars:
             return
         order = sorted(range(len(slots)), key=lambda n: (-len(current(slots[n]).text), n))
+        recall_tools = ctx.config.recall_tools
         for n in order:
             slot = slots[n]
             before = current(slot)
+            if (before.name or "").lower() in recall_tools:
+                continue  # a recalled page is already sized to fit; cutting it loops recall
             new = self.memo_preview(before, ctx)
             if new is None or new.text == before.text:
                 continue
