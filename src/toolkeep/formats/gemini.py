@@ -200,12 +200,13 @@ class GeminiFormat(Format):
         if len(results) != len(calls) or sorted(got) != sorted(ids):
             missing = [c for c in ids if c not in got]
             extra = [r for r in got if r not in ids]
+            at = i + 1 if results else i
             out.append(
                 Violation(
-                    i + 1 if results else i,
+                    at,
                     next(iter(missing or extra), None),
                     "missing_result" if missing else "orphan_result",
-                    f"contents[{i + 1}]: Please ensure that the number of function response parts is equal to the number of function call parts of the function call turn. "
+                    f"contents[{at}]: Please ensure that the number of function response parts is equal to the number of function call parts of the function call turn. "
                     f"(calls: {_ids(calls)}; responses: {', '.join(got) or 'none'})",
                 )
             )
