@@ -13,6 +13,7 @@ and within budget.
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -141,13 +142,66 @@ def check_request(messages: Sequence[Any], format: str | toolkeep.Format, seen: 
     return texts
 
 
-def check_session(seen: Seen) -> None:
-    """Assert the model saw every kind of work done, and got the first module back byte-exact."""
+def check_session(seen: Seen, repaired: str = toolkeep.MISSING_RESULT_TEXT) -> None:
+    """Assert the model saw every kind of work done, and got the first module back byte-exact.
+
+    ``repaired`` is the text the interrupted call's result carries (a framework that repairs
+    histories itself, before toolkeep sees them, puts in its own)."""
     assert seen.requests == len(SCRIPT) + 2
     shown = "\n".join(seen.texts)
-    assert toolkeep.MISSING_RESULT_TEXT in shown  # the interrupted call, repaired
+    assert repaired in shown  # the interrupted call, repaired
     assert "[TRUNCATED " in shown  # the page over its tool's cap
     assert "chars omitted -- full output saved to " in shown  # the log over the budget
     assert "chars omitted from old tool result" in shown  # an old module, truncated
     assert "[Old tool result cleared -- " in shown  # an older one, summarized
     assert seen.last_texts[-1] == module_source("src/mod1.py")  # recalled, byte-exact
+
+
+# --------------------------------------------------------- the scripted model's answers as JSON
+
+
+def anthropic_message(turn: int, step: Step) -> dict[str, Any]:
+    """An Anthropic Messages API response body for ``step``."""
+    if step.tool is None:
+        content: list[dict[str, Any]] = [{"type": "text", "text": step.text}]
+    else:
+        content = [{"type": "tool_use", "id": f"toolu_{turn}", "name": step.tool, "input": step.arguments}]
+    return {
+        "id": f"msg_{turn}", "type": "message", "role": "assistant", "model": "claude-x",
+        "content": content, "stop_reason": "end_turn" if step.tool is None else "tool_use",
+        "stop_sequence": None, "usage": {"input_tokens": 1, "output_tokens": 1},
+    }  # fmt: skip
+
+
+def chat_completion(turn: int, step: Step) -> dict[str, Any]:
+    """An OpenAI Chat Completions response body for ``step``."""
+    message: dict[str, Any] = {"role": "assistant", "content": step.text}
+    if step.tool is not None:
+        message["tool_calls"] = [{
+            "id": f"call_{turn}", "type": "function",
+            "function": {"name": step.tool, "arguments": json.dumps(step.arguments)},
+        }]  # fmt: skip
+    return {
+        "id": f"c{turn}", "object": "chat.completion", "created": 0, "model": "gpt-x",
+        "choices": [{"index": 0, "finish_reason": "stop" if step.tool is None else "tool_calls",
+                     "message": message}],
+    }  # fmt: skip
+
+
+def responses_response(turn: int, step: Step, tools: Any) -> dict[str, Any]:
+    """An OpenAI Responses API response body for ``step``."""
+    if step.tool is None:
+        item: dict[str, Any] = {
+            "type": "message", "id": f"msg_{turn}", "role": "assistant", "status": "completed",
+            "content": [{"type": "output_text", "text": step.text, "annotations": []}],
+        }  # fmt: skip
+    else:
+        item = {
+            "type": "function_call", "id": f"fc_{turn}", "call_id": f"call_{turn}",
+            "name": step.tool, "arguments": json.dumps(step.arguments), "status": "completed",
+        }  # fmt: skip
+    return {
+        "id": f"resp_{turn}", "object": "response", "created_at": 0, "model": "gpt-x",
+        "status": "completed", "output": [item], "parallel_tool_calls": True,
+        "tool_choice": "auto", "tools": tools,
+    }  # fmt: skip

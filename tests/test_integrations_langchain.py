@@ -123,6 +123,6 @@ class TestMiddleware:
         seen = scenario.Seen()
         model = ScriptedChatModel(messages=scripted_messages(seen), seen=seen)
         tools = [StructuredTool.from_function(f, name=name) for name, f in scenario.TOOLS.items()]
-        agent = create_agent(model, tools=tools)
+        agent: Any = create_agent(model, tools=tools)
         with pytest.raises(AssertionError, match="missing_result"):
             agent.invoke({"messages": starting_history()})

@@ -62,11 +62,8 @@ class TestInputFilter:
         scenario.check_session(seen)
         assert result.final_output == scenario.FINAL_TEXT
         # the run's own items keep every output whole: only the model's view is shortened
-        outputs = {
-            i["call_id"]: i["output"]
-            for i in result.to_input_list()
-            if i.get("type") == "function_call_output"
-        }
+        items: list[Any] = result.to_input_list()
+        outputs = {i["call_id"]: i["output"] for i in items if i.get("type") == "function_call_output"}
         assert outputs["call_3"] == scenario.log_file("logs/app.log")
 
     def test_async_run(self, tmp_path: Path) -> None:
@@ -103,7 +100,7 @@ class TestInputFilter:
             recall, read = recall_function_tools(session)
             assert (recall.name, read.name) == ("recall", "read_result")
             key = toolkeep.shorten.archive_key("original text")
-            answer = asyncio.run(recall.on_invoke_tool(None, json.dumps({"key": key})))  # type: ignore[arg-type]
+            answer: str = asyncio.run(recall.on_invoke_tool(None, json.dumps({"key": key})))  # type: ignore[arg-type]
             assert answer == "original text"
-            missing = asyncio.run(recall.on_invoke_tool(None, json.dumps({"key": "0" * 16})))  # type: ignore[arg-type]
+            missing: str = asyncio.run(recall.on_invoke_tool(None, json.dumps({"key": "0" * 16})))  # type: ignore[arg-type]
             assert "nothing is archived" in missing

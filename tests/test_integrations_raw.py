@@ -47,18 +47,7 @@ def _tool_name(tool: dict[str, Any]) -> str:
 def anthropic_reply(seen: scenario.Seen) -> Reply:
     def reply(body: dict[str, Any]) -> dict[str, Any]:
         turn = seen.requests - 1
-        step = scenario.next_step(turn, seen.last_texts)
-        if step.tool is None:
-            content: list[dict[str, Any]] = [{"type": "text", "text": step.text}]
-        else:
-            content = [
-                {"type": "tool_use", "id": f"toolu_{turn}", "name": step.tool, "input": step.arguments}
-            ]
-        return {
-            "id": f"msg_{turn}", "type": "message", "role": "assistant", "model": "claude-x",
-            "content": content, "stop_reason": "end_turn" if step.tool is None else "tool_use",
-            "stop_sequence": None, "usage": {"input_tokens": 1, "output_tokens": 1},
-        }  # fmt: skip
+        return scenario.anthropic_message(turn, scenario.next_step(turn, seen.last_texts))
 
     return reply
 
@@ -66,18 +55,7 @@ def anthropic_reply(seen: scenario.Seen) -> Reply:
 def chat_reply(seen: scenario.Seen) -> Reply:
     def reply(body: dict[str, Any]) -> dict[str, Any]:
         turn = seen.requests - 1
-        step = scenario.next_step(turn, seen.last_texts)
-        message: dict[str, Any] = {"role": "assistant", "content": step.text}
-        if step.tool is not None:
-            message["tool_calls"] = [{
-                "id": f"call_{turn}", "type": "function",
-                "function": {"name": step.tool, "arguments": json.dumps(step.arguments)},
-            }]  # fmt: skip
-        return {
-            "id": f"c{turn}", "object": "chat.completion", "created": 0, "model": "gpt-x",
-            "choices": [{"index": 0, "finish_reason": "stop" if step.tool is None else "tool_calls",
-                         "message": message}],
-        }  # fmt: skip
+        return scenario.chat_completion(turn, scenario.next_step(turn, seen.last_texts))
 
     return reply
 
@@ -85,22 +63,7 @@ def chat_reply(seen: scenario.Seen) -> Reply:
 def responses_reply(seen: scenario.Seen) -> Reply:
     def reply(body: dict[str, Any]) -> dict[str, Any]:
         turn = seen.requests - 1
-        step = scenario.next_step(turn, seen.last_texts)
-        if step.tool is None:
-            item: dict[str, Any] = {
-                "type": "message", "id": f"msg_{turn}", "role": "assistant", "status": "completed",
-                "content": [{"type": "output_text", "text": step.text, "annotations": []}],
-            }  # fmt: skip
-        else:
-            item = {
-                "type": "function_call", "id": f"fc_{turn}", "call_id": f"call_{turn}",
-                "name": step.tool, "arguments": json.dumps(step.arguments), "status": "completed",
-            }  # fmt: skip
-        return {
-            "id": f"resp_{turn}", "object": "response", "created_at": 0, "model": "gpt-x",
-            "status": "completed", "output": [item], "parallel_tool_calls": True,
-            "tool_choice": "auto", "tools": body["tools"],
-        }  # fmt: skip
+        return scenario.responses_response(turn, scenario.next_step(turn, seen.last_texts), body["tools"])
 
     return reply
 
@@ -140,7 +103,8 @@ class TestAnthropicLoop:
                 messages += results
         scenario.check_session(seen)
         assert not workspace.exists()  # the loop's own session closed with it
-        assert response.content[0].text == scenario.FINAL_TEXT
+        block = response.content[0]
+        assert isinstance(block, anthropic.types.TextBlock) and block.text == scenario.FINAL_TEXT
         # the page was capped as it entered the history; the history holds the cap form
         fetched = messages[8]["content"][0]["content"]
         assert messages[8]["content"][0]["tool_use_id"] == "toolu_2"
@@ -152,7 +116,7 @@ class TestAnthropicLoop:
         client = anthropic.Anthropic(
             api_key="test", max_retries=0, http_client=transport("anthropic", seen, anthropic_reply(seen))
         )
-        messages = [
+        messages: list[Any] = [
             {"role": "user", "content": scenario.FIRST_PROMPT},
             {"role": "assistant", "content": [
                 {"type": "tool_use", "id": scenario.INTERRUPTED_ID, "name": "read", "input": {"path": "x"}}]},

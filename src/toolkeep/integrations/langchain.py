@@ -49,9 +49,8 @@ __all__ = ["ToolkeepMiddleware"]
 class ToolkeepMiddleware(SessionOwner, AgentMiddleware):
     """Run toolkeep inside a LangChain v1 agent; see the module docstring.
 
-    ``session`` is used as is and left open; without one the middleware makes its own from
-    ``config`` and closes it (removing its workspace) on :meth:`close` or at the end of a
-    ``with`` block. ``recall=False`` leaves the ``recall``/``read_result`` tools out.
+    The session is held as :class:`~toolkeep.integrations.SessionOwner` says; ``recall=False``
+    leaves the ``recall``/``read_result`` tools out.
     """
 
     def __init__(

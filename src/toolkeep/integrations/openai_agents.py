@@ -38,9 +38,7 @@ __all__ = ["ToolkeepInputFilter", "recall_function_tools"]
 class ToolkeepInputFilter(SessionOwner):
     """A ``call_model_input_filter`` that prepares every model input; see the module docstring.
 
-    ``session`` is used as is and left open; without one the filter makes its own from
-    ``config`` and closes it (removing its workspace) on :meth:`close` or at the end of a
-    ``with`` block.
+    The session is held as :class:`~toolkeep.integrations.SessionOwner` says.
     """
 
     def __init__(self, session: Session | None = None, *, config: Config | None = None) -> None:

@@ -69,8 +69,7 @@ class ToolLoop(SessionOwner):
     ``tools`` maps a tool name to a function called with the call's arguments as keywords; it
     returns a ``str`` (anything else is sent as JSON). An exception becomes an error result
     (``is_error`` where the format has it) instead of breaking the loop with a call unanswered.
-    ``session`` is used as is and left open; without one the loop makes its own from ``config``
-    and closes it (removing its workspace) at the end of the ``with`` block or on :meth:`close`.
+    The session is held as :class:`~toolkeep.integrations.SessionOwner` says.
     """
 
     def __init__(
