@@ -11,7 +11,7 @@ from hypothesis import given
 
 import toolkeep
 
-from .strategies import every_format_histories, property_settings
+from .strategies import every_format_histories, gemini_histories, property_settings, sdk_anthropic_histories
 
 
 def snapshot(messages: list[Any]) -> str:
@@ -54,3 +54,79 @@ class TestEveryFormat:
         if not any(m.calls or m.results for m in load):
             return  # plain text: several formats read it the same way
         assert toolkeep.detect_format(messages).name == name
+
+
+def _sdk_json(messages: list[Any]) -> str:
+    """The JSON an SDK sends for a history, objects dumped the way the SDKs dump them."""
+
+    def dump(obj: Any) -> Any:
+        return obj.model_dump(exclude_unset=True, mode="json", by_alias=True)
+
+    return json.dumps(messages, default=dump, sort_keys=True)
+
+
+def _anthropic_objects(message: dict[str, Any]) -> dict[str, Any]:
+    """An assistant message with its text and tool_use blocks as the SDK's response blocks."""
+    from anthropic.types import TextBlock, ToolUseBlock
+
+    if message["role"] != "assistant" or not isinstance(message["content"], list):
+        return message
+    blocks: list[Any] = []
+    for b in message["content"]:
+        if b["type"] == "text":
+            blocks.append(TextBlock(type="text", text=b["text"]))
+        elif b["type"] == "tool_use":
+            blocks.append(ToolUseBlock(type="tool_use", id=b["id"], name=b["name"], input=b["input"]))
+        else:
+            blocks.append(b)
+    return {**message, "content": blocks}
+
+
+class TestSdkObjects:
+    @property_settings(30)
+    @given(history=sdk_anthropic_histories())
+    def test_anthropic_blocks_prepare_like_their_dicts(
+        self, history: list[Any], tmp_path_factory: Any
+    ) -> None:
+        """A history holding response blocks is prepared to the same request JSON as the same
+        history in dicts, and every untouched block comes back as the same object."""
+        objects = [_anthropic_objects(m) for m in history]
+        workspace = tmp_path_factory.mktemp("ws")  # one directory, so previews name the same files
+        with toolkeep.Session(toolkeep.Config(), workspace=workspace) as session:
+            from_dicts, _ = session.prepare(history, format="auto")
+        with toolkeep.Session(toolkeep.Config(), workspace=workspace) as session:
+            from_objects, _ = session.prepare(objects, format="auto")
+        assert _sdk_json(from_objects) == _sdk_json(from_dicts)
+        originals = {id(b) for m in objects if isinstance(m["content"], list) for b in m["content"]}
+        kept = [
+            b
+            for m in from_objects
+            if isinstance(m["content"], list)
+            for b in m["content"]
+            if hasattr(b, "model_dump")
+        ]
+        assert all(id(b) in originals for b in kept)
+
+    @property_settings(30)
+    @given(contents=gemini_histories())
+    def test_genai_contents_prepare_like_their_dicts(
+        self, contents: list[Any], tmp_path_factory: Any
+    ) -> None:
+        """``types.Content`` objects come out as ``Content``, valid, pairing the same calls and
+        results as the same history in dicts."""
+        from google.genai import types
+
+        objects = [types.Content.model_validate(c) for c in contents]
+        workspace = tmp_path_factory.mktemp("ws")
+        with toolkeep.Session(toolkeep.Config(), workspace=workspace) as session:
+            from_dicts, _ = session.prepare(contents, format="gemini")
+        with toolkeep.Session(toolkeep.Config(), workspace=workspace) as session:
+            from_objects, _ = session.prepare(objects, format="gemini")
+        assert all(isinstance(c, types.Content) for c in from_objects)
+        assert toolkeep.validate(from_objects, "gemini") == []
+        assert _pairs(from_objects) == _pairs(from_dicts)
+
+
+def _pairs(contents: list[Any]) -> list[Any]:
+    history = toolkeep.formats.resolve_format(contents, "gemini").load(contents)
+    return [(m.role, [c.name for c in m.calls], [(r.text, r.is_error) for r in m.results]) for m in history]
