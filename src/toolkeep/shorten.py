@@ -6,6 +6,7 @@ provider's prompt cache keeps hitting.
 Forms (``KEY`` is :func:`archive_key` of the original, ``PATH`` a persisted copy)::
 
     cap       head + "\\n\\n[TRUNCATED N chars omitted, M kept] [full output saved to PATH] <<ccr:KEY>>\\n\\n" + tail
+              (a failed save: "[full output could not be saved: REASON]" in place of the saved-to part)
     preview   head + "\\n\\n... [N chars omitted -- full output saved to PATH] <<ccr:KEY>>\\n\\n" + tail
     compact   head + "\\n[... N chars omitted from old tool result ...] <<ccr:KEY>>\\n" + tail
     summary   "[Old tool result cleared -- L lines, S chars, TYPE] <<ccr:KEY>>"
@@ -93,12 +94,24 @@ def carried_keys(text: str) -> list[str]:
     return list(dict.fromkeys(CCR_MARKER_RE.findall(text)))
 
 
-def cap_form(text: str, head: int, tail: int, *, keys: Iterable[str], path: str | None = None) -> str:
-    """The per-tool cap form: plain head and tail around ``[TRUNCATED N chars omitted, M kept]``."""
+def cap_form(
+    text: str,
+    head: int,
+    tail: int,
+    *,
+    keys: Iterable[str],
+    path: str | None = None,
+    save_error: str | None = None,
+) -> str:
+    """The per-tool cap form: plain head and tail around ``[TRUNCATED N chars omitted, M kept]``.
+
+    When the full output could not be saved, ``save_error`` says why, after the marker line."""
     head_text, tail_text = text[:head], text[len(text) - tail :] if tail else ""
     omitted = len(text) - len(head_text) - len(tail_text)
     kept = head_text + tail_text
     way = _way_back(kept, keys, [path] if path else [])
+    if path is None and save_error:
+        way = f" [full output could not be saved: {save_error}]" + way
     kept_n = len(head_text) + len(tail_text)
     return f"{head_text}\n\n[TRUNCATED {omitted} chars omitted, {kept_n} kept]{way}\n\n{tail_text}"
 

@@ -48,7 +48,9 @@ class ToolCaps:
         key = ctx.archive(original)
         path, error = ctx.persist(p.call_id, original)
         keys = ([key] if key else []) + carried_keys(original)
-        text = cap_form(original, self.head, self.tail, keys=keys, path=path)
+        # say why nothing is saved when saving failed (not in a run without a workspace at all)
+        failed = error if ctx.workspace is not None else None
+        text = cap_form(original, self.head, self.tail, keys=keys, path=path, save_error=failed)
         if text != p.text and len(text) >= len(p.text):
             return None
         return p.with_text(text, key=key or p.key, saved_path=path, save_error=error)
