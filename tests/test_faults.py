@@ -1,0 +1,376 @@
+"""Faults: an unwritable workspace, a full disk, a store that is unreachable or lost mid-session.
+
+In every case ``prepare`` still returns a valid history, a preview says honestly when the full
+output could not be saved, nothing already saved is lost, and a later ``prepare`` saves what failed
+once the fault is gone. The faults are real: permissions (as an unprivileged user when the tests run
+as root), ``RLIMIT_FSIZE`` and a tiny tmpfs for a full disk, a real ``redis-server`` killed with
+SIGKILL and restarted on the same port.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import toolkeep
+from toolkeep import Config, Session, StoreError, WorkspaceError
+from toolkeep.recall import recall_answer
+from toolkeep.shorten import CCR_MARKER_RE, SAVED_PATH_RE
+
+from .redis_server import _binary, _free_port, _ping
+from .test_cli_core import one_error_line, run
+
+NOT_SAVED = "full output could not be saved: "
+
+
+def block(n: int, size: int, name: str = "cat") -> list[dict[str, Any]]:
+    """One Anthropic block: a call and its result of ``size`` chars, distinct per ``n``."""
+    line = f"result {n} line\n"
+    text = (line * (size // len(line) + 1))[:size]
+    return [
+        {"role": "assistant", "content": [{"type": "tool_use", "id": f"t{n}", "name": name, "input": {}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": f"t{n}", "content": text}]},
+    ]
+
+
+def result_of(out: list[Any], n: int) -> str:
+    """The text sent for call ``t{n}``."""
+    for m in out:
+        for b in m["content"] if isinstance(m["content"], list) else []:
+            if b.get("type") == "tool_result" and b["tool_use_id"] == f"t{n}":
+                text: str = b["content"]
+                return text
+    raise AssertionError(f"no result for t{n}")
+
+
+def original_of(history: list[Any], n: int) -> str:
+    return result_of(history, n)
+
+
+def check_honest(session: Session, out: list[Any], history: list[Any], n: int) -> tuple[bool, bool]:
+    """Whether result ``n`` was persisted and archived; whatever it names must hold the original."""
+    text, original = result_of(out, n), original_of(history, n)
+    saved = SAVED_PATH_RE.search(text)
+    if saved:
+        assert session.workspace.reader.read_text(saved[1]) == original
+    else:
+        assert NOT_SAVED in text
+    keys = CCR_MARKER_RE.findall(text)
+    for key in keys:
+        assert session.store.get(key) == original
+    return bool(saved), bool(keys)
+
+
+# ---------------------------------------------------------------------------- unwritable workspace
+
+
+def test_workspace_cannot_be_created() -> None:
+    """A workspace path under a regular file is a WorkspaceError (API) and one line, exit 2 (CLI)."""
+    with tempfile.NamedTemporaryFile() as plain:
+        with pytest.raises(WorkspaceError, match="cannot create session workspace"):
+            Session(workspace=Path(plain.name) / "ws")
+        source = Path(plain.name).with_suffix(".json")
+        source.write_text('[{"role": "user", "content": "hi"}]')
+        try:
+            line = one_error_line(run("prepare", str(source), "--workspace", f"{plain.name}/ws"))
+        finally:
+            source.unlink()
+    assert "cannot create session workspace" in line
+
+
+def test_workspace_removed_mid_session() -> None:
+    """The workspace deleted under a live session (a tmp cleaner): prepare goes on, says so, and
+    saves again once the directory is back."""
+    history: list[Any] = [{"role": "user", "content": "go"}, *block(1, 25_000)]
+    with Session(Config()) as session:
+        out, report = session.prepare(history)
+        assert check_honest(session, out, history, 1) == (True, True)
+        shutil.rmtree(session.workspace.path)
+        history = [*history, *block(2, 25_000)]
+        out, report = session.prepare(history)
+        assert toolkeep.validate(out) == []
+        assert check_honest(session, out, history, 2) == (False, False)
+        assert NOT_SAVED + "No such file or directory" in result_of(out, 2)
+        assert len(report.save_errors) == 2
+        for sub in ("tool-results", "archive"):
+            (session.workspace.path / sub).mkdir(parents=True)
+        history = [*history, *block(3, 10)]
+        out, report = session.prepare(history)
+        assert report.save_errors == []
+        assert check_honest(session, out, history, 2) == (True, True)
+
+
+CHILD = r"""
+import json, sys
+import toolkeep
+ws = sys.argv[1]
+history = json.load(sys.stdin)
+with toolkeep.Session(toolkeep.Config(), workspace=ws) as session:
+    out, report = session.prepare(history)
+    json.dump({"out": out, "save_errors": report.save_errors,
+               "valid": [str(v) for v in toolkeep.validate(out)]}, sys.stdout)
+"""
+
+
+def unprivileged_base() -> Iterator[tuple[Path, list[str]]]:
+    """A directory and a command prefix under which permissions really apply: as root, the child
+    runs as ``nobody`` through ``setpriv`` (root ignores file modes)."""
+    base = Path(tempfile.mkdtemp(prefix="toolkeep-faults-"))
+    prefix: list[str] = []
+    try:
+        if os.geteuid() == 0:
+            setpriv = shutil.which("setpriv")
+            if setpriv is None:
+                pytest.skip("running as root without setpriv: file modes cannot be made to apply")
+            os.chown(base, 65534, 65534)
+            prefix = [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups"]
+        base.chmod(0o755)
+        yield base, prefix
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture
+def unprivileged() -> Iterator[tuple[Path, list[str]]]:
+    yield from unprivileged_base()
+
+
+def run_child(ws: Path, history: list[Any], prefix: list[str], code: str = CHILD) -> dict[str, Any]:
+    """Prepare ``history`` in a child process with workspace ``ws``; its output and report."""
+    proc = subprocess.run(
+        [*prefix, sys.executable, "-c", code, str(ws)],
+        input=json.dumps(history).encode(),
+        capture_output=True,
+        timeout=120,
+        cwd=ws.parent,
+    )
+    assert proc.returncode == 0, proc.stderr.decode()
+    data: dict[str, Any] = json.loads(proc.stdout)
+    return data
+
+
+@pytest.mark.parametrize("unwritable", [("tool-results",), ("tool-results", "archive")])
+def test_workspace_unwritable(unwritable: tuple[str, ...], unprivileged: tuple[Path, list[str]]) -> None:
+    """Directories the process may not write: a valid history, previews that say the output
+    could not be saved (with the marker when the archive still works), and saves once writable."""
+    base, prefix = unprivileged
+    ws = base / "ws"
+    history: list[Any] = [{"role": "user", "content": "go"}, *block(1, 25_000)]
+    first = run_child(ws, history, prefix)
+    for sub in unwritable:
+        (ws / sub).chmod(0o500)
+    history = [*history, *block(2, 25_000), *block(3, 40_000, name="grep")]
+    down = run_child(ws, history, prefix)
+    assert down["valid"] == []
+    assert SAVED_PATH_RE.search(result_of(first["out"], 1))
+    earlier = result_of(down["out"], 1)  # what was saved before still names its file and key
+    assert SAVED_PATH_RE.search(earlier) and CCR_MARKER_RE.search(earlier)
+    for n in (2, 3):
+        text = result_of(down["out"], n)
+        assert SAVED_PATH_RE.search(text) is None
+        assert bool(CCR_MARKER_RE.search(text)) is ("archive" not in unwritable)
+    assert NOT_SAVED + "Permission denied" in result_of(down["out"], 2)
+    assert sorted(e.split()[0] for e in down["save_errors"]) == sorted(
+        ["persist", "persist"] + (["archive", "archive"] if "archive" in unwritable else [])
+    )
+    assert list((ws / "tool-results").glob(".tmp-*")) == []
+    for sub in unwritable:
+        (ws / sub).chmod(0o700)
+    back = run_child(ws, history, prefix)
+    assert back["save_errors"] == []
+    with Session(workspace=ws) as session:
+        for n in (1, 2, 3):
+            assert check_honest(session, back["out"], history, n) == (True, True)
+
+
+# ------------------------------------------------------------------------------------- full disk
+
+FSIZE_CHILD = r"""
+import resource, signal, sys
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)   # a write past the limit fails with EFBIG instead
+resource.setrlimit(resource.RLIMIT_FSIZE, (200_000, 200_000))
+""" + CHILD.replace("import json, sys", "import json")
+
+
+def test_file_size_limit() -> None:
+    """Writes past RLIMIT_FSIZE fail (EFBIG, as a full disk would): results that fit are saved,
+    the others say why not, and no partial file is left behind."""
+    for base, prefix in unprivileged_base():
+        ws = base / "ws"
+        history = [{"role": "user", "content": "go"}, *block(1, 50_000), *block(2, 150_000, name="grep")]
+        history += block(3, 300_000)
+        data = run_child(ws, history, prefix, FSIZE_CHILD)
+        assert data["valid"] == []
+        assert NOT_SAVED + "File too large" in result_of(data["out"], 3)
+        assert data["save_errors"] == [
+            f"archive {archive_key_of(history, 3)}: StoreError",
+            "persist t3: File too large",
+        ]
+        with Session(workspace=ws) as session:
+            assert check_honest(session, data["out"], history, 1) == (True, True)
+            assert check_honest(session, data["out"], history, 2) == (True, True)
+            assert check_honest(session, data["out"], history, 3) == (False, False)
+        leftovers = [p.name for p in ws.rglob("*") if p.is_file() and p.name.startswith(".tmp-")]
+        assert leftovers == []
+
+
+def archive_key_of(history: list[Any], n: int) -> str:
+    from toolkeep.shorten import archive_key
+
+    return archive_key(original_of(history, n))
+
+
+@pytest.fixture
+def tiny_disk() -> Iterator[Path]:
+    """A 256 KiB tmpfs: a real ENOSPC. Needs the right to mount (root in a container)."""
+    point = Path(tempfile.mkdtemp(prefix="toolkeep-tinydisk-"))
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=256k,mode=0700", "tmpfs", str(point)], capture_output=True
+    )
+    if done.returncode != 0:
+        point.rmdir()
+        pytest.skip(
+            f"cannot mount a tmpfs here: {done.stderr.decode().strip()} (RLIMIT_FSIZE test covers it)"
+        )
+    try:
+        yield point
+    finally:
+        subprocess.run(["umount", str(point)], check=False)
+        point.rmdir()
+
+
+def test_disk_full(tiny_disk: Path) -> None:
+    """A full disk (a real ENOSPC): the history stays valid, the preview says the output could not
+    be saved, what was saved before stays whole, and it is saved once space is freed."""
+    filler = tiny_disk / "filler"
+    history: list[Any] = [{"role": "user", "content": "go"}]
+    with Session(Config(), workspace=tiny_disk / "ws") as session:
+        history += block(1, 40_000)
+        out, _ = session.prepare(history)
+        assert check_honest(session, out, history, 1) == (True, True)
+        filler.write_bytes(b"\0" * (256 * 1024 - 2 * 40_000 - 20_000))
+        history += block(2, 60_000, name="grep")
+        out, report = session.prepare(history)
+        assert toolkeep.validate(out) == []
+        assert NOT_SAVED + "No space left on device" in result_of(out, 2)
+        assert report.save_errors
+        assert check_honest(session, out, history, 1) == (True, True)
+        assert list((session.workspace.results_dir).glob(".tmp-*")) == []
+        filler.unlink()
+        history += block(3, 10)
+        out, report = session.prepare(history)
+        assert report.save_errors == []
+        assert check_honest(session, out, history, 2) == (True, True)
+
+
+# ---------------------------------------------------------------------------------- Redis faults
+
+
+class DurableRedis:
+    """A redis-server that writes every command to its append-only file before answering, so a
+    SIGKILL loses nothing it acknowledged; restartable on the same port."""
+
+    def __init__(self, directory: Path) -> None:
+        binary = _binary()
+        if binary is None:
+            if os.environ.get("CI"):
+                pytest.fail("no redis-server binary, but CI must run the Redis fault tests")
+            pytest.skip("no redis-server binary")
+        self.binary = binary
+        self.directory = directory
+        self.port = _free_port()
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        args = [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+                "--appendonly", "yes", "--appendfsync", "always", "--dir", str(self.directory)]  # fmt: skip
+        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        for _ in range(200):
+            if _ping(self.port):
+                return
+            time.sleep(0.05)
+        raise RuntimeError("redis-server did not start")
+
+    def kill(self) -> None:
+        assert self.proc is not None
+        self.proc.kill()
+        self.proc.wait()
+        self.proc = None
+
+
+@pytest.fixture
+def durable_redis(tmp_path: Path) -> Iterator[DurableRedis]:
+    server = DurableRedis(tmp_path)
+    server.start()
+    try:
+        yield server
+    finally:
+        if server.proc is not None:
+            server.kill()
+
+
+def test_store_unreachable_at_start(tmp_path: Path) -> None:
+    """A store URL nobody answers is a StoreError when the session opens, and one CLI line."""
+    url = f"redis://127.0.0.1:{_free_port()}/0"
+    with pytest.raises(StoreError, match="cannot reach the Redis archive"):
+        Session(workspace=tmp_path / "ws", store=url)
+    source = tmp_path / "in.json"
+    source.write_text('[{"role": "user", "content": "hi"}]')
+    line = one_error_line(run("prepare", str(source), "--store", url, "--workspace", str(tmp_path / "w2")))
+    assert "cannot reach the Redis archive" in line
+
+
+def test_redis_lost_mid_session(durable_redis: DurableRedis, tmp_path: Path) -> None:
+    """Redis killed mid-session: prepare goes on (valid, previews name the saved file, no marker
+    promised), recall says the archive is unreachable; restarted on the same port, nothing it held
+    is lost and the next prepare archives what failed."""
+    url = f"{durable_redis.url}?prefix=faults"
+    history: list[Any] = [{"role": "user", "content": "go"}, *block(1, 40_000)]
+    with Session(Config(), workspace=tmp_path / "ws", store=url) as session:
+        out, _ = session.prepare(history)
+        assert check_honest(session, out, history, 1) == (True, True)
+        (key1,) = CCR_MARKER_RE.findall(result_of(out, 1))
+
+        durable_redis.kill()
+        history += block(2, 40_000, name="grep") + block(3, 25_000)
+        out, report = session.prepare(history)
+        assert toolkeep.validate(out) == []
+        for n in (2, 3):
+            text = result_of(out, n)
+            assert SAVED_PATH_RE.search(text) and not CCR_MARKER_RE.search(text)
+        assert [e.split()[0] for e in report.save_errors] == ["archive", "archive"]
+        assert "could not be read just now" in recall_answer(session.store, key1)
+        with pytest.raises(StoreError):
+            session.recall(key1)
+
+        durable_redis.start()
+        assert session.recall(key1) == original_of(history, 1)  # nothing acknowledged was lost
+        history += block(4, 10)
+        out, report = session.prepare(history)
+        assert report.save_errors == []
+        for n in (1, 2, 3):
+            assert check_honest(session, out, history, n) == (True, True)
+
+
+def test_redis_lost_before_first_prepare(durable_redis: DurableRedis, tmp_path: Path) -> None:
+    """A store that dies between opening and the first prepare: the history is still prepared."""
+    with Session(Config(), workspace=tmp_path / "ws", store=durable_redis.url) as session:
+        durable_redis.kill()
+        history: list[Any] = [{"role": "user", "content": "go"}, *block(1, 40_000), *block(2, 10)]
+        history += block(3, 10) + block(4, 10)
+        out, report = session.prepare(history)
+        assert toolkeep.validate(out) == []
+        assert report.save_errors and "could not be saved" not in json.dumps(out)
+        assert "<<ccr:" not in json.dumps(out)  # truncated at age 3, but no marker is promised
+        assert report.truncated == 1
