@@ -8,10 +8,19 @@ from pathlib import Path
 from typing import Any
 
 from hypothesis import given
+from hypothesis import strategies as st
 
 import toolkeep
+from toolkeep.formats._sdk import wrap
 
-from .strategies import every_format_histories, gemini_histories, property_settings, sdk_anthropic_histories
+from .strategies import (
+    every_format_histories,
+    gemini_histories,
+    property_settings,
+    responses_histories,
+    sdk_anthropic_histories,
+    sdk_openai_chat_histories,
+)
 
 
 def snapshot(messages: list[Any]) -> str:
@@ -56,6 +65,12 @@ class TestEveryFormat:
         assert toolkeep.detect_format(messages).name == name
 
 
+def whole_history(name: str) -> toolkeep.Format:
+    """Format ``name`` run the way SDK-object histories run: the whole-history pipeline, not the
+    session's per-message block engine, so the two sides differ only in objects versus dicts."""
+    return wrap(toolkeep.get_format(name))
+
+
 def _sdk_json(messages: list[Any]) -> str:
     """The JSON an SDK sends for a history, objects dumped the way the SDKs dump them."""
 
@@ -93,7 +108,7 @@ class TestSdkObjects:
         objects = [_anthropic_objects(m) for m in history]
         workspace = tmp_path_factory.mktemp("ws")  # one directory, so previews name the same files
         with toolkeep.Session(toolkeep.Config(), workspace=workspace) as session:
-            from_dicts, _ = session.prepare(history, format="auto")
+            from_dicts, _ = session.prepare(history, format=whole_history("anthropic"))
         with toolkeep.Session(toolkeep.Config(), workspace=workspace) as session:
             from_objects, _ = session.prepare(objects, format="auto")
         assert _sdk_json(from_objects) == _sdk_json(from_dicts)
@@ -130,3 +145,48 @@ class TestSdkObjects:
 def _pairs(contents: list[Any]) -> list[Any]:
     history = toolkeep.formats.resolve_format(contents, "gemini").load(contents)
     return [(m.role, [c.name for c in m.calls], [(r.text, r.is_error) for r in m.results]) for m in history]
+
+
+def _openai_objects(fmt: str, item: Any) -> Any:
+    """An assistant message or output item as the object the OpenAI SDK parses it into."""
+    if fmt == "openai-chat" and item.get("role") == "assistant":
+        from openai.types.chat import ChatCompletionMessage
+
+        return ChatCompletionMessage.model_validate(item)
+    if fmt == "openai-responses" and item.get("type") == "function_call":
+        from openai.types.responses import ResponseFunctionToolCall
+
+        return ResponseFunctionToolCall.model_validate(item)
+    if fmt == "openai-responses" and item.get("type") == "reasoning":
+        from openai.types.responses import ResponseReasoningItem
+
+        return ResponseReasoningItem.model_validate(item)
+    return item
+
+
+class TestOpenAIObjects:
+    @property_settings(30)
+    @given(
+        case=st.one_of(
+            sdk_openai_chat_histories().map(lambda h: ("openai-chat", h)),
+            responses_histories().map(lambda h: ("openai-responses", h)),
+        )
+    )
+    def test_openai_objects_prepare_like_their_dicts(
+        self, case: tuple[str, list[Any]], tmp_path_factory: Any
+    ) -> None:
+        """``ChatCompletionMessage`` and Responses output items are prepared to the same request
+        JSON as their dicts; untouched ones come back as the same objects."""
+        fmt, history = case
+        objects = [_openai_objects(fmt, m) for m in history]
+        workspace = tmp_path_factory.mktemp("ws")
+        with toolkeep.Session(toolkeep.Config(), workspace=workspace) as session:
+            from_dicts, _ = session.prepare(history, format=whole_history(fmt))
+        with toolkeep.Session(toolkeep.Config(), workspace=workspace) as session:
+            from_objects, _ = session.prepare(objects, format=fmt)
+        assert _sdk_json(from_objects) == _sdk_json(from_dicts)
+        assert toolkeep.validate(from_objects, fmt) == []
+        kept_dicts = {id(m) for m in from_dicts}
+        kept_objects = {id(m) for m in from_objects}
+        untouched = [j for j, m in enumerate(history) if id(m) in kept_dicts]
+        assert all(id(objects[j]) in kept_objects for j in untouched)
