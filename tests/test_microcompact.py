@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from toolkeep import Config, Microcompactor, Session, StepContext, get_format
+from toolkeep import Config, Microcompactor, Session, StepContext, get_format, run_pipeline
 from toolkeep.messages import ToolResultPart
 from toolkeep.shorten import archive_key
 
@@ -193,3 +193,34 @@ class TestWayBackAcrossLevels:
             == f"[Old tool result cleared -- 1 lines, 3.5K chars, text] <<ccr:{archive_key(original)}>>"
         )
         assert summary.full_text == original
+
+
+class TestAgeAfterRepair:
+    def history(self) -> list[Any]:
+        """A result at age 1 in the repaired history, 2 if an assistant message that pairing drops
+        (its only call has an empty id) were counted."""
+        return [
+            user("go"),
+            assistant(tool_use("t1", "read")),
+            user(tool_result("t1", "0" * 3_001)),
+            assistant(tool_use("")),
+            user("again"),
+            assistant("ok"),
+        ]
+
+    def test_pipeline_counts_the_repaired_history(self, session: Session) -> None:
+        """A dropped empty assistant message does not age results: the result stays whole."""
+        out, report = run_pipeline(
+            self.history(), config=session.config, workspace=session.workspace, store=session.store
+        )
+        assert sent(out) == "0" * 3_001 and report.truncated == 0
+
+    @pytest.mark.xfail(
+        strict=True,
+        reason="bug in toolkeep/incremental.py (BlockEngine.run counts input assistant messages, "
+        "including ones pairing drops), reported to the lead; remove this marker once fixed",
+    )
+    def test_session_agrees_with_pipeline(self, session: Session) -> None:
+        """``Session.prepare`` (the incremental engine) gives what ``run_pipeline`` gives."""
+        out, report = session.prepare(self.history())
+        assert sent(out) == "0" * 3_001 and report.truncated == 0
