@@ -44,7 +44,7 @@ from pydantic_ai.capabilities import ProcessHistory, Toolset  # noqa: E402
 from pydantic_ai.tools import Tool  # noqa: E402
 from pydantic_ai.toolsets import FunctionToolset  # noqa: E402
 
-__all__ = ["PydanticAIFormat", "ToolkeepHistory"]
+__all__ = ["FORMAT", "PydanticAIFormat", "ToolkeepHistory"]
 
 _ERROR_OUTCOMES = ("failed", "retried")
 

@@ -39,9 +39,9 @@ from ..session import Session
 from ..steps import StepContext, ToolCaps
 from . import SessionOwner
 
-__all__ = ["LOOP_FORMATS", "ToolCall", "ToolLoop"]
+__all__ = ["LOOP_FORMATS", "LoopFormat", "ToolCall", "ToolLoop"]
 
-log = logging.getLogger("toolkeep")
+_log = logging.getLogger("toolkeep")
 
 LoopFormat = Literal["anthropic", "openai-chat", "openai-responses"]
 LOOP_FORMATS: tuple[LoopFormat, ...] = ("anthropic", "openai-chat", "openai-responses")
@@ -150,7 +150,7 @@ class ToolLoop(SessionOwner):
         try:
             value = function(**call.arguments)
         except Exception as exc:  # the model must get an answer for every call, failure included
-            log.info("toolkeep: tool %s raised %s", call.name, type(exc).__name__)
+            _log.info("toolkeep: tool %s raised %s", call.name, type(exc).__name__)
             return f"Error: {type(exc).__name__}: {exc}", True
         text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
         return self.cap(call.name, call.id, text), False
