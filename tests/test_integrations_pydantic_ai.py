@@ -68,6 +68,15 @@ class TestHistoryProcessor:
         # result the model sees is pydantic-ai's; toolkeep's own repair is tested in TestFormat
         scenario.check_session(seen, repaired=PYDANTIC_AI_REPAIR)
         assert result.output == scenario.FINAL_TEXT
+        # only the requests were prepared: the run's history keeps every output whole
+        returns = {
+            p.tool_call_id: p.content
+            for m in result.all_messages()
+            for p in m.parts
+            if isinstance(p, ToolReturnPart)
+        }
+        assert returns["call_2"] == scenario.page("https://example.test/big")
+        assert returns["call_0"] == scenario.module_source("src/mod1.py")
 
     def test_process_history_alone(self, tmp_path: Path) -> None:
         """``ProcessHistory(ToolkeepHistory(...))`` works on its own, with recall as a plain toolset."""
@@ -79,9 +88,17 @@ class TestHistoryProcessor:
                 toolsets=[history.toolset()],
                 capabilities=[ProcessHistory(history)],
             )
-            agent.run_sync(scenario.RESUME_PROMPT, message_history=starting_history())
+            result = agent.run_sync(scenario.RESUME_PROMPT, message_history=starting_history())
             workspace = history.session.workspace.path
         scenario.check_session(seen, repaired=PYDANTIC_AI_REPAIR)
+        # pydantic-ai keeps what a processor returns: the run's history holds the shortened forms
+        returns = {
+            p.tool_call_id: p.content
+            for m in result.all_messages()
+            for p in m.parts
+            if isinstance(p, ToolReturnPart)
+        }
+        assert str(returns["call_0"]).startswith("[Old tool result cleared -- ")
         assert not workspace.exists()
 
     def test_without_processor_request_is_over_budget(self) -> None:

@@ -7,17 +7,21 @@
 
     with ToolkeepHistory() as history:
         agent = Agent(model, tools=[...], capabilities=history.capabilities())
-        # or, piece by piece: capabilities=[ProcessHistory(history), Toolset(history.toolset())]
+
+``history.capabilities()`` is one capability that prepares each model request and brings the
+``recall``/``read_result`` toolset; the run's own history keeps every result whole. As a plain
+history processor, ``capabilities=[ProcessHistory(history)]`` (with ``toolsets=[history.toolset()]``)
+works too, but pydantic-ai then stores what the processor returns as the run's history, so later
+requests start from shortened results: toolkeep puts each original back from its archive before
+it cuts again (``prepare`` is idempotent), so every request is the same either way.
 
 :class:`ToolkeepHistory` maps pydantic-ai's ``ModelMessage`` list to toolkeep's neutral model
 (:class:`PydanticAIFormat`), runs the session's pipeline and maps back: untouched messages and
 parts come back as the very objects they were; a changed message is a copy (``dataclasses.replace``)
 keeping its timestamps, usage and metadata. A call left without its return gets a
-``ToolReturnPart`` with ``outcome="failed"`` and toolkeep's missing-result text.
-
-pydantic-ai keeps what a history processor returns as the run's history, so later requests start
-from shortened results: toolkeep puts each original back from its archive before it cuts again
-(``prepare`` is idempotent), so every request is what it would be from the full history.
+``ToolReturnPart`` with ``outcome="failed"`` and toolkeep's missing-result text (pydantic-ai
+itself closes dangling calls in the history it is given before any capability runs, so in an
+agent run that repair is usually already done).
 
 Needs ``pip install 'toolkeep[pydantic-ai]'`` (``pydantic-ai-slim``).
 """
@@ -26,6 +30,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from ..config import Config
@@ -40,11 +45,12 @@ from . import SessionOwner, require
 require("pydantic_ai", "pydantic-ai", "toolkeep's pydantic-ai history processor")
 
 from pydantic_ai import messages as pa  # noqa: E402
-from pydantic_ai.capabilities import ProcessHistory, Toolset  # noqa: E402
-from pydantic_ai.tools import Tool  # noqa: E402
+from pydantic_ai.capabilities import AbstractCapability  # noqa: E402
+from pydantic_ai.models import ModelRequestContext  # noqa: E402
+from pydantic_ai.tools import RunContext, Tool  # noqa: E402
 from pydantic_ai.toolsets import FunctionToolset  # noqa: E402
 
-__all__ = ["FORMAT", "PydanticAIFormat", "ToolkeepHistory"]
+__all__ = ["FORMAT", "PydanticAIFormat", "ToolkeepCapability", "ToolkeepHistory"]
 
 _ERROR_OUTCOMES = ("failed", "retried")
 
@@ -177,5 +183,27 @@ class ToolkeepHistory(SessionOwner):
         return FunctionToolset(tools)
 
     def capabilities(self) -> list[Any]:
-        """``[ProcessHistory(self), Toolset(self.toolset())]``, for ``Agent(capabilities=...)``."""
-        return [ProcessHistory(self), Toolset(self.toolset())]
+        """``[ToolkeepCapability(self)]``, for ``Agent(capabilities=...)``."""
+        return [ToolkeepCapability(self)]
+
+
+@dataclass
+class ToolkeepCapability(AbstractCapability[Any]):
+    """Prepares each model request with ``history`` and brings its recall toolset; the run's
+    stored history is left whole (only the request is changed)."""
+
+    history: ToolkeepHistory
+
+    async def before_model_request(
+        self, ctx: RunContext[Any], request_context: ModelRequestContext
+    ) -> ModelRequestContext:
+        # the request's own list: assigning it changes this request, not the run's history
+        request_context.messages = self.history(list(request_context.messages))
+        return request_context
+
+    def get_toolset(self) -> FunctionToolset[Any]:
+        return self.history.toolset()
+
+    @classmethod
+    def get_serialization_name(cls) -> str | None:
+        return None  # holds a live session: not something an agent spec can name
