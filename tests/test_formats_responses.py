@@ -163,3 +163,30 @@ class TestRepair:
         out, _ = prepared(items, tmp_path)
         assert toolkeep.validate(out, FMT) == []
         assert sorted(map(id, out)) == sorted(map(id, items))
+
+
+class TestStoredResponses:
+    def test_outputs_for_stored_calls_are_kept_with_previous_response(self, tmp_path: Path) -> None:
+        """With ``previous_response_id`` the input is only the new outputs; they are carried,
+        while a call in the input still gets its missing output."""
+        from toolkeep.formats.openai_responses import OpenAIResponsesFormat
+
+        fmt = OpenAIResponsesFormat(previous_response=True)
+        items = [output("call_stored", "42"), user("and now?"), call("c2")]
+        assert [v.rule for v in toolkeep.validate(items, fmt)] == ["missing_result"]
+        with toolkeep.Session(toolkeep.Config(), workspace=tmp_path / "ws") as session:
+            out, report = session.prepare(items, format=fmt)
+        assert out[:3] == items and out[0] is items[0]
+        assert out[3] == output("c2", MISSING_RESULT_TEXT)
+        assert [r.kind for r in report.repairs] == ["synthetic"]
+
+    def test_without_it_such_an_output_is_an_orphan(self, tmp_path: Path) -> None:
+        """By default the input is the whole history, so the same output is removed."""
+        items = [user(), output("call_stored", "42")]
+        out, report = prepared(items, tmp_path)
+        assert out == [items[0]] and [r.kind for r in report.repairs] == ["orphans_removed"]
+
+    def test_item_reference_implies_stored_calls(self) -> None:
+        """An input holding ``item_reference`` items keeps outputs whose call it does not show."""
+        items = [{"type": "item_reference", "id": "fc_stored"}, output("call_stored")]
+        assert toolkeep.validate(items, FMT) == []

@@ -18,6 +18,9 @@ assistant message, so the mapping is:
 - User, system and developer messages: ``user`` / ``system`` messages with one opaque part.
 - Any other input-side item (``computer_call_output``, ``mcp_approval_response``, unknown kinds):
   an empty ``user`` message carried through untouched (pairing cannot see it).
+- With ``previous_response=True`` (the request has ``previous_response_id``), or when the input
+  holds ``item_reference`` items, an output whose call is not in the input answers a call the
+  server has stored: it is carried the same way, never removed as an orphan.
 
 Two runs that pairing repair leaves side by side (the output items between them were orphans) get
 the user message ``(continue)`` between them: dumped as one run they would count as one turn on
@@ -114,6 +117,13 @@ class OpenAIResponsesFormat(Format):
     unique_call_ids = True
     grouped_results = False
 
+    def __init__(self, *, previous_response: bool = False) -> None:
+        self.previous_response = previous_response
+        """True when the input continues a stored response (``previous_response_id`` or a
+        ``conversation``): an output whose call is not in the input answers a stored call, so it
+        is carried untouched instead of removed as an orphan. Pass
+        ``OpenAIResponsesFormat(previous_response=True)`` as ``format=`` for such requests."""
+
     def detect(self, messages: Sequence[Any]) -> int:
         score = 1
         for m in messages:
@@ -145,6 +155,15 @@ class OpenAIResponsesFormat(Format):
     def load(self, messages: Sequence[Any]) -> History:
         items = [expect_mapping(m, i, "item") for i, m in enumerate(messages)]
         model = _model_sides(items)
+        stored: set[str] = set()  # call ids of outputs that answer a call the input does not hold
+        if self.previous_response or any(_kind(item) == "item_reference" for item in items):
+            visible = {item.get("call_id") for item in items if _kind(item) in _CALLS}
+            stored = {
+                item["call_id"]
+                for item in items
+                if _kind(item) in _OUTPUTS and isinstance(item.get("call_id"), str)
+                and item["call_id"] not in visible
+            }  # fmt: skip
         out: History = []
         run: list[int] = []
         for i, item in enumerate(items):
@@ -154,6 +173,8 @@ class OpenAIResponsesFormat(Format):
                     continue
                 out.extend(self._load_run(items, run))
                 run = []
+            elif _kind(item) in _OUTPUTS and item.get("call_id") in stored:
+                out.append(Message("user", (), raw=item))  # answers a stored call: carried as is
             else:
                 out.append(self._load_item(i, item))
         return out
