@@ -16,10 +16,11 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
 __all__ = [
     "CCR_MARKER_RE",
+    "CHUNK_CHARS",
     "SAVED_PATH_RE",
     "archive_key",
     "cap_form",
@@ -31,6 +32,7 @@ __all__ = [
     "preview_form",
     "split_preview",
     "summary_form",
+    "utf8_chunks",
 ]
 
 CCR_MARKER_RE = re.compile(r"<<ccr:([0-9a-f]{16})>>")
@@ -40,13 +42,32 @@ SAVED_PATH_RE = re.compile(r"full output saved to ([^\]\n]+)\]")
 """Matches the persisted-file reference of a cap or preview; group 1 is the path."""
 
 
+CHUNK_CHARS = 1 << 20
+"""Chars encoded at a time when a text is hashed or written: a 100 MB result never needs a
+second, encoded copy of itself in memory."""
+
+
+def utf8_chunks(text: str) -> Iterator[bytes]:
+    """The UTF-8 bytes of ``text`` (lone surrogates kept), :data:`CHUNK_CHARS` chars at a time.
+
+    The same bytes as ``text.encode("utf-8", "surrogatepass")``: every code point, a lone
+    surrogate too, is encoded on its own, so a cut between two never changes them."""
+    for start in range(0, len(text), CHUNK_CHARS):
+        yield text[start : start + CHUNK_CHARS].encode("utf-8", "surrogatepass")
+
+
 def archive_key(text: str) -> str:
     """The archive key of a text: the first 16 hex digits of the SHA-256 of its UTF-8 bytes.
 
     Lone surrogates (possible in a ``str`` decoded from JSON) are encoded as they are, so every
     ``str`` has a key.
     """
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    if len(text) <= CHUNK_CHARS:
+        return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    digest = hashlib.sha256()
+    for chunk in utf8_chunks(text):
+        digest.update(chunk)
+    return digest.hexdigest()[:16]
 
 
 def marker(key: str) -> str:

@@ -27,7 +27,7 @@ from pathlib import Path
 from types import TracebackType
 
 from .exceptions import ReaderError, WorkspaceError
-from .shorten import archive_key
+from .shorten import archive_key, utf8_chunks
 
 __all__ = [
     "MAX_NAME_BYTES",
@@ -64,8 +64,10 @@ def persisted_name(call_id: str, text: str) -> str:
     return f"budget_{safe_id[:64]}_{archive_key(text)}.txt"
 
 
-def atomic_write(path: Path, data: bytes) -> None:
+def atomic_write(path: Path, data: bytes | str) -> None:
     """Write ``data`` to ``path`` (mode 0600) so that readers see all of it or nothing.
+
+    A ``str`` is written as UTF-8 (lone surrogates kept) a chunk at a time, never encoded whole.
 
     A process killed mid-write leaves at most a ``.tmp-*`` file, never a partial ``path``. No
     fsync: the rename is atomic for readers, and a session workspace does not outlive a power
@@ -80,7 +82,8 @@ def atomic_write(path: Path, data: bytes) -> None:
         fd = os.open(tmp, flags, 0o600)
     try:
         with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
+            for chunk in utf8_chunks(data) if isinstance(data, str) else (data,):
+                handle.write(chunk)
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):
@@ -134,7 +137,7 @@ class Workspace:
         """
         target = self.results_dir / persisted_name(call_id, text)
         if not target.exists():
-            atomic_write(target, text.encode("utf-8", "surrogatepass"))
+            atomic_write(target, text)
         return target
 
     @property

@@ -23,6 +23,7 @@ from types import TracebackType
 from typing import Any, Protocol, runtime_checkable
 
 from ..exceptions import ConfigError, InvalidKeyError, StoreError
+from ..shorten import CHUNK_CHARS, utf8_chunks
 
 __all__ = [
     "ArchiveStore",
@@ -33,6 +34,7 @@ __all__ = [
     "StoreStats",
     "decode_text",
     "encode_text",
+    "utf8_size",
     "validate_key",
 ]
 
@@ -59,6 +61,13 @@ def validate_key(key: object) -> str:
 def encode_text(text: str) -> bytes:
     """The stored bytes of an original: UTF-8, lone surrogates kept (a JSON ``str`` may hold them)."""
     return text.encode("utf-8", "surrogatepass")
+
+
+def utf8_size(text: str) -> int:
+    """``len(encode_text(text))``, without holding the encoded copy of a huge text."""
+    if len(text) <= CHUNK_CHARS:
+        return len(encode_text(text))
+    return sum(len(chunk) for chunk in utf8_chunks(text))
 
 
 def decode_text(data: bytes) -> str:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from ..exceptions import StoreError
 from ..workspace import atomic_write
-from ._base import Clock, GcResult, Limits, StoreBase, StoreStats, decode_text, encode_text, validate_key
+from ._base import Clock, GcResult, Limits, StoreBase, StoreStats, decode_text, utf8_size, validate_key
 
 __all__ = ["FileStore"]
 
@@ -49,7 +49,6 @@ class FileStore(StoreBase):
     def put(self, key: str, text: str) -> None:
         """Store ``text`` under ``key`` once; evict the least recently used files over the caps."""
         path = self._path(key)
-        data = encode_text(text)
         with self._lock:
             now = self.clock()
             try:
@@ -57,8 +56,9 @@ class FileStore(StoreBase):
                 if path.exists():
                     os.utime(path, (now, now))
                     return
-                self.limits.check_fits(key, len(data))
-                atomic_write(path, data)
+                if self.limits.max_bytes is not None:
+                    self.limits.check_fits(key, utf8_size(text))
+                atomic_write(path, text)  # written a chunk at a time: no encoded copy of a huge text
                 os.utime(path, (now, now))
                 self._evict(keep=path)
             except OSError as exc:

@@ -6,7 +6,7 @@ import threading
 from collections import OrderedDict
 from dataclasses import dataclass
 
-from ._base import Clock, GcResult, Limits, StoreBase, StoreStats, encode_text, validate_key
+from ._base import Clock, GcResult, Limits, StoreBase, StoreStats, utf8_size, validate_key
 
 __all__ = ["MemoryStore"]
 
@@ -39,7 +39,7 @@ class MemoryStore(StoreBase):
     def put(self, key: str, text: str) -> None:
         """Store ``text`` under ``key``; evict the least recently used entries over the caps."""
         validate_key(key)
-        size = len(encode_text(text))
+        size = utf8_size(text)
         with self._lock:
             now = self.clock()
             self._expire(now)

@@ -16,7 +16,18 @@ from pathlib import Path
 from typing import TypeVar
 
 from ..exceptions import StoreError
-from ._base import Clock, GcResult, Limits, StoreBase, StoreStats, decode_text, encode_text, validate_key
+from ..shorten import CHUNK_CHARS, utf8_chunks
+from ._base import (
+    Clock,
+    GcResult,
+    Limits,
+    StoreBase,
+    StoreStats,
+    decode_text,
+    encode_text,
+    utf8_size,
+    validate_key,
+)
 
 __all__ = ["SQLiteStore"]
 
@@ -68,15 +79,26 @@ class SQLiteStore(StoreBase):
     def put(self, key: str, text: str) -> None:
         """Store ``text`` under ``key`` once; evict the least recently used rows over the caps."""
         validate_key(key)
-        body = encode_text(text)
+        # a huge original goes in a chunk at a time through incremental blob I/O, so that it is
+        # never held twice (as text and as encoded bytes)
+        big = len(text) > CHUNK_CHARS
+        body = b"" if big else encode_text(text)
+        size = utf8_size(text) if big else len(body)
 
         def run(db: sqlite3.Connection) -> None:
             now = self.clock()
             self._expire(db, now)
             if db.execute("UPDATE entries SET used = ? WHERE key = ?", (now, key)).rowcount:
                 return
-            self.limits.check_fits(key, len(body))
-            db.execute("INSERT INTO entries VALUES (?, ?, ?, ?)", (key, body, len(body), now))
+            self.limits.check_fits(key, size)
+            if big:
+                row = db.execute("INSERT INTO entries VALUES (?, zeroblob(?), ?, ?)", (key, size, size, now))
+                assert row.lastrowid is not None
+                with db.blobopen("entries", "body", row.lastrowid) as blob:
+                    for chunk in utf8_chunks(text):
+                        blob.write(chunk)
+            else:
+                db.execute("INSERT INTO entries VALUES (?, ?, ?, ?)", (key, body, size, now))
             self._evict(db, keep=key)
 
         self._write(run)
