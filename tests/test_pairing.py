@@ -330,3 +330,58 @@ class TestUnknownPartsCarried:
             tool_result("a", [{"type": "text", "text": "A"}, image], x_extra=True),
             image,
         ]
+
+
+def rules(messages: list[Any], fmt: str) -> list[tuple[int, str | None, str]]:
+    return [(v.index, v.id, v.rule) for v in toolkeep.validate(messages, fmt)]
+
+
+class TestValidators:
+    """The validators that the output is checked against must see every breach."""
+
+    @pytest.mark.parametrize(
+        ("messages", "expected"),
+        [
+            ([user("go"), assistant(tool_use("a"))], [(1, "a", "missing_result")]),
+            ([user("go"), assistant(tool_use("a")), user("no result")], [(1, "a", "missing_result")]),
+            ([user(tool_result("z"))], [(0, "z", "orphan_result")]),
+            (
+                [user("go"), assistant(tool_use("a"), tool_use("a")), user(tool_result("a"))],
+                [(1, "a", "duplicate_id")],
+            ),
+            (
+                [user("go"), assistant(tool_use("a")), user(tool_result("a")), assistant(tool_use("a")), user(tool_result("a"))],
+                [(3, "a", "duplicate_id")],
+            ),
+            ([user("go"), assistant(tool_use("")), user("x")], [(1, "", "empty_id")]),
+            (
+                [user("go"), assistant(tool_use("a")), user({"type": "text", "text": "t"}, tool_result("a"))],
+                [(1, "a", "missing_result"), (2, "a", "result_not_first")],
+            ),
+            (
+                [user("go"), assistant(tool_use("a")), user(tool_result("a"), tool_result("a"))],
+                [(2, "a", "duplicate_result")],
+            ),
+            ([user("go"), {"role": "assistant", "content": []}, user("x")], [(1, None, "empty_content")]),
+            ([user("go"), {"role": "assistant", "content": []}], []),
+        ],
+    )  # fmt: skip
+    def test_anthropic(self, messages: list[Any], expected: list[tuple[int, str | None, str]]) -> None:
+        """Anthropic: results first in the next user message, one per call, ids unique and non-empty."""
+        assert rules(messages, "anthropic") == expected
+
+    @pytest.mark.parametrize(
+        ("messages", "expected"),
+        [
+            ([oa_user(), oa_assistant(("a", "ls"))], [(1, "a", "missing_result")]),
+            ([oa_user(), oa_assistant(("a", "ls")), oa_user(), oa_tool("a")], [(1, "a", "missing_result"), (3, "a", "orphan_result")]),
+            ([oa_user(), oa_tool("z")], [(1, "z", "orphan_result")]),
+            ([oa_user(), oa_assistant(("a", "ls")), oa_tool("a"), oa_tool("a")], [(3, "a", "orphan_result")]),
+            ([oa_user(), oa_assistant(("a", "ls"), ("a", "ls")), oa_tool("a")], [(1, "a", "duplicate_id")]),
+            ([oa_user(), oa_assistant(("", "ls"))], [(1, "", "empty_id")]),
+            ([oa_user(), oa_assistant(("a", "ls")), oa_tool("a"), oa_assistant(("a", "ls")), oa_tool("a")], []),
+        ],
+    )  # fmt: skip
+    def test_openai_chat(self, messages: list[Any], expected: list[tuple[int, str | None, str]]) -> None:
+        """OpenAI Chat: one tool message per call, right after it; ids may repeat across messages."""
+        assert rules(messages, "openai-chat") == expected
