@@ -58,10 +58,13 @@ def test_edited_earlier_message_is_reprocessed(tmp_path: Path) -> None:
     with toolkeep.Session(toolkeep.Config(), workspace=tmp_path) as session:
         first, _ = session.prepare(history)
         edited = copy.copy(history)
-        edited[2] = {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "a", "content": "short"}]}
+        edited[2] = {
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": "a", "content": "short"}],
+        }
         second, _ = session.prepare(edited)
         assert second[2]["content"][0]["content"] == "short"
-        # an in-place edit of the message's content list is seen too
+        # going back to the first message object (edited in place meanwhile) is a change too
         history[2]["content"].append({"type": "text", "text": "note"})
         third, _ = session.prepare(history)
         assert third[2]["content"][-1] == {"type": "text", "text": "note"}
@@ -72,8 +75,18 @@ def test_removed_message_is_reprocessed(tmp_path: Path) -> None:
     """Dropping an earlier message gives the same output as a fresh run over the shorter history."""
     history: list[Any] = [{"role": "user", "content": "start"}]
     for n in range(6):
-        history.append({"role": "assistant", "content": [{"type": "tool_use", "id": f"t{n}", "name": "read", "input": {}}]})
-        history.append({"role": "user", "content": [{"type": "tool_result", "tool_use_id": f"t{n}", "content": f"{n}\n" * 3000}]})
+        history.append(
+            {
+                "role": "assistant",
+                "content": [{"type": "tool_use", "id": f"t{n}", "name": "read", "input": {}}],
+            }
+        )
+        history.append(
+            {
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": f"t{n}", "content": f"{n}\n" * 3000}],
+            }
+        )
     with toolkeep.Session(toolkeep.Config(), workspace=tmp_path) as session:
         session.prepare(history)
         shorter = history[:3] + history[5:]

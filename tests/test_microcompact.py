@@ -215,11 +215,6 @@ class TestAgeAfterRepair:
         )
         assert sent(out) == "0" * 3_001 and report.truncated == 0
 
-    @pytest.mark.xfail(
-        strict=True,
-        reason="bug in toolkeep/incremental.py (BlockEngine.run counts input assistant messages, "
-        "including ones pairing drops), reported to the lead; remove this marker once fixed",
-    )
     def test_session_agrees_with_pipeline(self, session: Session) -> None:
         """``Session.prepare`` (the incremental engine) gives what ``run_pipeline`` gives."""
         out, report = session.prepare(self.history())

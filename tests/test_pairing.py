@@ -385,3 +385,19 @@ class TestValidators:
     def test_openai_chat(self, messages: list[Any], expected: list[tuple[int, str | None, str]]) -> None:
         """OpenAI Chat: one tool message per call, right after it; ids may repeat across messages."""
         assert rules(messages, "openai-chat") == expected
+
+
+def test_empty_assistant_between_turns_is_dropped_and_output_is_valid() -> None:
+    """An assistant message with no content mid-history is dropped (providers reject it); a final one stays."""
+    history = [
+        {"role": "user", "content": "go"},
+        {"role": "assistant", "content": []},
+        {"role": "user", "content": "again"},
+        {"role": "assistant", "content": []},
+    ]
+    out, report = toolkeep.run_pipeline(history, format="anthropic")
+    assert out == [history[0], history[2], history[3]]
+    assert report.repair_counts()["empty_assistant_dropped"] == 1
+    assert toolkeep.validate(out, "anthropic") == []
+    with toolkeep.Session() as session:
+        assert session.prepare(history)[0] == out

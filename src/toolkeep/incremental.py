@@ -31,6 +31,7 @@ from .formats import Format
 from .messages import History, Message, ToolResultPart
 from .report import Report
 from .steps import MISSING, Step, StepContext
+from .steps.pairing import survives_pruning
 
 __all__ = ["BlockEngine", "fingerprint", "is_block_local"]
 
@@ -75,7 +76,8 @@ class _Block:
     """Input index of the block's first message."""
     end: int
     is_call: bool
-    """True for an assistant block, False for the messages before the first assistant message."""
+    """True for a block whose assistant message pairing keeps (False for the messages before
+    the first assistant message, and for an assistant message left empty by pruning)."""
     age_key: Hashable
     messages: list[Any]
     """Provider messages of the block, as sent."""
@@ -101,6 +103,7 @@ class BlockEngine:
         self._seen: set[str] = set()
         self._first_failed = 0
         self._ends: list[int] = []
+        self._cum_calls: list[int] = []
 
     def run(self, fmt: Format, messages: Sequence[Any], steps: Sequence[Step], ctx: StepContext) -> list[Any]:
         """The provider messages to send for ``messages``; fills ``ctx.report``."""
@@ -117,8 +120,16 @@ class BlockEngine:
         tail_start = self._blocks[keep].start if keep < len(self._blocks) else 0
         history = self._load(fmt, messages, tail_start)
         blocks = self._blocks[:keep]
-        kept_calls = keep - (1 if blocks and not blocks[0].is_call else 0)
-        assistants = kept_calls + sum(1 for m in history if m.role == "assistant")
+        # ages count the assistant messages pairing keeps, as a whole-history run sees them
+        kept_calls = self._cum_calls[keep - 1] if keep else 0
+        bounds = [i for i, m in enumerate(history) if m.role == "assistant" and i > 0]
+        bounds = [0, *bounds] if history else []
+        ends = [*bounds[1:], len(history)]
+        counted = [
+            history[lo].role == "assistant" and survives_pruning(history[lo], hi - lo > 1)
+            for lo, hi in zip(bounds, ends, strict=True)
+        ]
+        assistants = kept_calls + sum(counted)
         seen = self._seen
         for b in self._blocks[keep:]:
             seen.difference_update(b.call_ids_out)
@@ -127,9 +138,13 @@ class BlockEngine:
         # back from the newest, the first block settled past the horizon ends the walk
         first_changed = keep
         j, call_index = keep, kept_calls
-        while j > 0 and blocks[j - 1].is_call:
-            j, call_index = j - 1, call_index - 1
-            b, age = blocks[j], assistants - 1 - call_index
+        while j > 0:
+            j -= 1
+            b = blocks[j]
+            if not b.is_call:
+                continue
+            call_index -= 1
+            age = assistants - 1 - call_index
             key = key_for(age)
             if key == b.age_key:
                 if age > horizon:
@@ -141,13 +156,9 @@ class BlockEngine:
             first_changed = j
 
         # the new and changed tail
-        bounds = [i for i, m in enumerate(history) if m.role == "assistant" and i > 0]
-        bounds = [0, *bounds] if history else []
         call_index = kept_calls
-        for n, lo in enumerate(bounds):
-            hi = bounds[n + 1] if n + 1 < len(bounds) else len(history)
+        for lo, hi, is_call in zip(bounds, ends, counted, strict=True):
             part = history[lo:hi]
-            is_call = part[0].role == "assistant"
             age = assistants - 1 - call_index if is_call else 0
             blocks.append(
                 self._run_block(
@@ -237,7 +248,7 @@ class BlockEngine:
         return _Block(
             start,
             start + len(block),
-            block[0].role == "assistant",
+            block[0].role == "assistant" and survives_pruning(block[0], len(block) > 1),
             age_key,
             dumped,
             call_ids,
@@ -283,6 +294,12 @@ class BlockEngine:
         failed = [n for n in range(first_changed, len(blocks)) if blocks[n].report.save_errors]
         self._first_failed = failed[0] if failed else len(blocks)
         self._ends = self._ends[:first_changed] + [b.end for b in blocks[first_changed:]]
+        calls = self._cum_calls[:first_changed]
+        count = calls[-1] if calls else 0
+        for b in blocks[first_changed:]:
+            count += b.is_call
+            calls.append(count)
+        self._cum_calls = calls
 
 
 def _result_chars(history: History) -> int:

@@ -30,7 +30,7 @@ from .steps import (
 from .stores import ArchiveStore
 from .workspace import Workspace
 
-__all__ = ["POLICIES", "Prepared", "build_steps", "run_pipeline"]
+__all__ = ["POLICIES", "Prepared", "build_steps", "default_steps", "run_pipeline"]
 
 
 class Prepared(NamedTuple):

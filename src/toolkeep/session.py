@@ -56,7 +56,7 @@ class Session:
         self.steps = build_steps(self.config)
         self.memo = Memo()
         self._engine = BlockEngine() if is_block_local(self.steps) else None
-        self._resolved: tuple[str | Format, Format, Format, int, Any, bool] | None = None
+        self._resolved: tuple[str | Format, Format, Format, int, list[Any], bool] | None = None
 
     def prepare(self, messages: Sequence[Any], format: str | Format = "auto") -> Prepared:
         """The history to send and a report; ``messages`` is never mutated.
@@ -95,22 +95,23 @@ class Session:
         """
         cached = self._resolved
         if cached is not None and messages and len(messages) >= cached[3]:
-            request, base, fmt, scanned, first, objects = cached
+            request, base, fmt, scanned, previous, objects = cached
             new = messages[scanned:]
-            same = request == format and messages[0] is first
+            # C-speed: the same message objects as last time, then only ``new`` needs a look
+            same = request == format and list(messages[:scanned]) == previous
             if (
                 same
                 and (objects or not _sdk.has_objects(new))
                 and (format != "auto" or not new or base.detect(_sdk.plain_view(new)) > 0)
             ):
-                self._resolved = (request, base, fmt, len(messages), first, objects)
+                self._resolved = (request, base, fmt, len(messages), list(messages), objects)
                 return fmt
         base = resolve_format(messages, format) if isinstance(format, Format) else (
             detect_format(messages) if format == "auto" else get_format(format)
         )
         fmt = resolve_format(messages, base)
         objects = fmt is not base
-        self._resolved = (format, base, fmt, len(messages), messages[0], objects) if messages else None
+        self._resolved = (format, base, fmt, len(messages), list(messages), objects) if messages else None
         return fmt
 
     def cap_result(self, call_id: str, tool_name: str | None, text: str, *, cap: int | None = None) -> str:

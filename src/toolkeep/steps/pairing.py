@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from ..messages import History, Message, Part, ToolCallPart, ToolResultPart
 from ._context import MISSING, StepContext, block_local
 
-__all__ = ["MISSING_RESULT_TEXT", "repair_pairing", "synthetic_result"]
+__all__ = ["MISSING_RESULT_TEXT", "repair_pairing", "survives_pruning", "synthetic_result"]
 
 MISSING_RESULT_TEXT = (
     "[Tool result missing -- the tool execution was interrupted or failed silently. "
@@ -122,12 +122,35 @@ def _prune_calls(
         seen.add(call.id)
         kept.append(call)
         calls.append((call, p.id))
+    if not m.parts and block.rest:
+        # an empty assistant turn between others: providers reject it (Anthropic: "all messages
+        # must have non-empty content except for the optional final assistant message")
+        report.add_repair("empty_assistant_dropped", "", i, "assistant message with no content")
+        return None, []
     if not changed:
         return m, calls
     if not kept:
         report.add_repair("empty_assistant_dropped", "", i)
         return None, []
     return m.with_parts(kept), calls
+
+
+def survives_pruning(m: Message, followed: bool) -> bool:
+    """True when pairing keeps assistant message ``m`` (``followed``: other messages of its block
+    come after it). It is dropped when empty and followed, or when pruning its results, id-less
+    calls and repeated ids leaves it empty (see :func:`_prune_calls`)."""
+    if not m.parts:
+        return not followed
+    ids: set[str] = set()
+    for p in m.parts:
+        if isinstance(p, ToolResultPart):
+            continue
+        if not isinstance(p, ToolCallPart):
+            return True
+        if p.id and p.id not in ids:
+            return True
+        ids.add(p.id)
+    return False
 
 
 def _fresh_id(old: str, taken: set[str]) -> str:
