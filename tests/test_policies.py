@@ -134,7 +134,9 @@ class TestEconomyStability:
 
     def test_a_shortened_result_only_ever_moves_to_a_shorter_tier(self) -> None:
         """Across requests, each result's text is either unchanged or replaced by a shorter form."""
-        outputs = economy_run(session_of(self.turns()), Economy(clear_at_least=500, min_horizon=2))
+        outputs = economy_run(
+            session_of(self.turns()), Economy(clear_at_least=500, min_horizon=2, horizon_share=1.0)
+        )
         seen: dict[str, list[str]] = {}
         for out in outputs:
             for call_id, text in texts(out).items():
@@ -161,7 +163,7 @@ class TestEconomyStability:
                 json.dumps(b) != json.dumps(a[: len(b)]) for a, b in zip(outputs[1:], outputs, strict=False)
             )
 
-        batched = rewrites(Economy(clear_at_least=2_000, min_horizon=2))
+        batched = rewrites(Economy(clear_at_least=2_000, min_horizon=2, horizon_share=1.0))
         eager = rewrites(Economy(batch=False))
         assert batched < eager / 3
         assert eager > 10
@@ -169,7 +171,7 @@ class TestEconomyStability:
     def test_fresh_session_gives_the_same_bytes(self) -> None:
         """A long-lived step and a fresh one give byte-identical output for every prefix."""
         history = session_of(self.turns(16))
-        economy = Economy(clear_at_least=500, min_horizon=2)
+        economy = Economy(clear_at_least=500, min_horizon=2, horizon_share=1.0)
         store = MemoryStore()
         for request, out in zip(requests(history), economy_run(history, economy, store), strict=True):
             fresh = run_pipeline(
@@ -184,7 +186,7 @@ class TestEconomyStability:
     def test_edited_earlier_result_refolds(self) -> None:
         """When an earlier result changes, the step refolds instead of serving stale decisions."""
         history = session_of(self.turns(16))
-        economy = Economy(clear_at_least=500, min_horizon=2)
+        economy = Economy(clear_at_least=500, min_horizon=2, horizon_share=1.0)
         step = EconomyCompactor(economy)
         config = toolkeep.Config()
         store = MemoryStore()

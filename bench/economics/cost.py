@@ -5,11 +5,15 @@ Definitions (also in README.md):
 - A session makes one request before each assistant message ``i``: the messages ``[:i]`` as the
   policy sends them. Its size in tokens is ``chars / 4`` of its serialization (each message as
   ``json.dumps``, compact separators).
-- The client puts a cache breakpoint at the end of every request, so every request it sent is a
-  cache entry. Request ``k`` reads from the cache the longest earlier request of the same session
-  that is a *whole prefix* of it, message by message (a prefix cache hit needs the earlier request
-  to be a prefix: one changed message invalidates everything after it). Those tokens cost
-  ``cache_read`` (0.1x); the rest is written to the cache at ``cache_write`` (1.25x).
+- The client caches every request. Request ``k`` reads from the cache the leading messages it
+  shares with request ``k-1`` (message by message: one changed message invalidates everything
+  after it; a message is cached whole or not at all). Those tokens cost ``cache_read`` (0.1x); the
+  rest is written to the cache at ``cache_write`` (1.25x). This is the issue's definition (its
+  reference figures reproduce to the hundredth) and what a prefix cache with a boundary at every
+  message gives (automatic prefix caching, or an Anthropic breakpoint at each message).
+- Stricter, also reported (``lookup="prefix"``): only an earlier request that is a *whole prefix*
+  of request ``k`` is a hit (one breakpoint per request, at its end). A policy that edits the
+  middle of the prompt pays much more under it.
 - Unmanaged: the history as recorded; every request extends the one before, so it pays 0.1x on the
   previous request and 1.25x on what is new.
 - Cache entries never expire within a session (agents send requests seconds apart, well inside
@@ -31,9 +35,9 @@ class CostModel:
     cache_read: float = 0.1
     cache_write: float = 1.25
     chars_per_token: float = 4.0
-    lookup: str = "prefix"
-    """``"prefix"``: an earlier request must be a whole prefix (the definition used); ``"lcp"``:
-    the common leading messages with the previous request are read (kept for comparison)."""
+    lookup: str = "lcp"
+    """``"lcp"``: request ``k`` reads the leading messages it shares with request ``k-1`` (the
+    issue's definition); ``"prefix"``: only an earlier request that is a whole prefix of it."""
 
 
 @dataclass
@@ -46,6 +50,8 @@ class SessionMeter:
 
     model: CostModel = field(default_factory=CostModel)
     cost: float = 0.0
+    other_cost: float = 0.0
+    """The same requests priced with the other ``lookup``."""
     tokens: float = 0.0
     requests: int = 0
     _sizes: dict[int, tuple[Any, int, int]] = field(default_factory=dict)
@@ -73,17 +79,20 @@ class SessionMeter:
             chain = hash((chain, key))
             total_chars += size
             hashes.append((chain, total_chars))
-        if self.model.lookup == "lcp":
-            for (a, chars), (b, _) in zip(hashes, self._previous, strict=False):
-                if a != b:
-                    break
-                cached_chars = chars
-            self._previous = hashes
-        else:
-            for chain_hash, chars in reversed(hashes):
-                if chain_hash in self._entries:
-                    cached_chars = chars
-                    break
+        # both lookups are kept, so one replay prices a policy under either cache model
+        lcp_chars = 0
+        for (a, chars), (b, _) in zip(hashes, self._previous, strict=False):
+            if a != b:
+                break
+            lcp_chars = chars
+        self._previous = hashes
+        prefix_chars = 0
+        for chain_hash, chars in reversed(hashes):
+            if chain_hash in self._entries:
+                prefix_chars = chars
+                break
+        cached_chars = lcp_chars if self.model.lookup == "lcp" else prefix_chars
+        other_chars = prefix_chars if self.model.lookup == "lcp" else lcp_chars
         if hashes:
             self._entries.add(hashes[-1][0])
         m = self.model
@@ -91,6 +100,8 @@ class SessionMeter:
         written = (total_chars - cached_chars) / m.chars_per_token
         price = m.cache_read * cached + m.cache_write * written
         self.cost += price
+        other = other_chars / m.chars_per_token
+        self.other_cost += m.cache_read * other + m.cache_write * (total_chars / m.chars_per_token - other)
         self.tokens += total_chars / m.chars_per_token
         self.requests += 1
         return price

@@ -154,7 +154,8 @@ def sent_result_text(request: list[Any], message: int, call_id: str) -> str | No
         return None
     for block in content:
         if block.get("type") == "tool_result" and block.get("tool_use_id") == call_id:
-            return block_text(block)
+            text: str = block_text(block)
+            return text
     return None
 
 

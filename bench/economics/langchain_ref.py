@@ -27,11 +27,11 @@ def langchain_clear_tool_uses(trajectory: Trajectory) -> Policy:
     (trigger 100,000 approximate tokens, keep 3, placeholder ``[cleared]``)."""
     from langchain.agents.middleware import ClearToolUsesEdit
     from langchain.agents.middleware.context_editing import DEFAULT_TOOL_PLACEHOLDER
-    from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+    from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolMessage
     from langchain_core.messages.utils import count_tokens_approximately
 
     edit = ClearToolUsesEdit()
-    lc: list[BaseMessage] = []
+    lc: list[AnyMessage] = []
     starts: list[int] = []  # index in ``lc`` where message i starts
     origin: dict[int, tuple[int, str]] = {}  # lc index of a ToolMessage -> (message, call id)
     for i, m in enumerate(trajectory.messages):
@@ -62,6 +62,7 @@ def langchain_clear_tool_uses(trajectory: Trajectory) -> Policy:
         messages = list(lc[: starts[i]])
         edit.apply(messages, count_tokens=count_tokens_approximately)
         masked = {origin[n] for n, msg in enumerate(messages) if msg is not lc[n] and n in origin}
-        return masker.build(i, masked)
+        built: list[Any] = masker.build(i, masked)
+        return built
 
     return request

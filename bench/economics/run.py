@@ -117,6 +117,8 @@ class Row:
 
     name: str
     costs: dict[str, float] = field(default_factory=dict)
+    strict: dict[str, float] = field(default_factory=dict)
+    """The same requests priced with the other cache lookup (see ``CostModel.lookup``)."""
     facts: dict[str, FactTally] = field(default_factory=dict)
     seconds: float = 0.0
     note: str = ""
@@ -148,6 +150,7 @@ def run_policy(
         finally:
             close()
         row.costs[t.name] = meter.cost
+        row.strict[t.name] = meter.other_cost
         row.facts[t.name] = tally
     row.seconds = time.process_time() - start
     return row

@@ -69,16 +69,16 @@ class Economy:
     chars_per_token: float = 4.0
     batch: bool = True
     """Move tiers only in batches that pay for their rewrite (else at every request)."""
-    clear_at_least: int = 2_000
+    clear_at_least: int = 1_000
     """Tokens a batch of tier moves must free to be applied (as Anthropic's ``clear_at_least``)."""
     min_horizon: int = 6
     """Requests a batch is assumed to serve at least..."""
-    horizon_share: float = 0.5
+    horizon_share: float = 0.25
     """...else this share of the requests made so far (a session that has run long runs on)."""
     min_chars: int = 1_200
     """Results no longer than this are never shortened."""
-    trim_age: int = 3
-    summary_age: int = 12
+    trim_age: int = 2
+    summary_age: int = 6
     smart: bool = True
     """Classify shell commands, keep failures longer, shorten superseded reads first."""
     failure_factor: int = 3
@@ -87,7 +87,7 @@ class Economy:
     """Content-aware forms with a names index (else SPEC's head+tail and one-line summary)."""
     trim_chars: int = 2_000
     summary_chars: int = 600
-    index_share: float = 0.12
+    index_share: float = 0.2
     """The names index of a shortened result takes at most this share of the original..."""
     index_max: int = 3_000
     """...and at most this many chars."""
@@ -99,6 +99,9 @@ class Economy:
     input_head: int = 300
     head_chars: int = 2_000
     tail_chars: int = 500
+    entry_chars: int | None = None
+    """A lower per-result limit than the config's ``max_result_chars``: longer results enter as
+    the budget's persisted preview (with the names index), so they are never written whole."""
 
 
 @dataclass(slots=True)
@@ -157,7 +160,7 @@ class EconomyCompactor:
         if isinstance(item.obj, ToolCallPart):
             form: Any = item.obj.arguments if tier == 0 else self._input_form(item.obj.arguments, ctx)
         elif tier == 0:
-            form = item.obj.text
+            form = self._entry_form(item.obj)
         else:
             form = self._result_form(item, tier, ctx)
             previous = self.form(item, tier - 1, ctx)
@@ -165,6 +168,16 @@ class EconomyCompactor:
                 form = previous
         item.forms[tier] = form
         return form
+
+    def _entry_form(self, p: ToolResultPart) -> str:
+        """The result as it entered: cut by a cap or the budget, that preview gets the names
+        index of what it left out (decided once, at entry, so the cache never pays for it)."""
+        e = self.economy
+        if p.original is None or not e.previews:
+            return p.text
+        budget = min(e.index_max, int(len(p.original) * e.index_share))
+        names = names_index(p.original, budget, skip=p.text)
+        return p.text + ("\nnames: " + " ".join(names) if names else "")
 
     def _result_form(self, item: _Item, tier: int, ctx: StepContext) -> str:
         e = self.economy
@@ -288,7 +301,7 @@ class EconomyCompactor:
         changes: dict[int, dict[int, Part]] = {}
         for item in items:
             tier = moves.get(id(item), item.tier)
-            if tier == 0:
+            if tier == 0 and (item.kind is None or item.obj.original is None):  # type: ignore[union-attr]
                 continue
             form = self.form(item, tier, ctx)
             current = history[item.message].parts[item.part]
@@ -298,7 +311,7 @@ class EconomyCompactor:
                 changes.setdefault(item.message, {})[item.part] = current.with_text(form, key=item.obj.key)  # type: ignore[union-attr]
                 if tier == 2:
                     ctx.report.summarized += 1
-                else:
+                elif tier == 1:
                     ctx.report.truncated += 1
             elif isinstance(current, ToolCallPart) and isinstance(current.raw, Mapping):
                 raw = {**current.raw, "input": form}
@@ -467,5 +480,8 @@ def economy_steps(config: Config, economy: Economy | None = None) -> list[Step]:
     # imported here: the pipeline module registers this builder, so it is loaded by now
     from ..pipeline import default_steps
 
+    economy = economy or Economy()
+    if economy.entry_chars is not None and economy.entry_chars < config.max_result_chars:
+        config = config.replace(max_result_chars=economy.entry_chars)
     spec = [step for step in default_steps(config) if not isinstance(step, Microcompactor)]
     return [*spec, EconomyCompactor(economy)]

@@ -35,7 +35,9 @@ _DEFINITION = re.compile(
     r"override|default|internal|open|unsafe|extern|inline|virtual)\s+)*"
     r"(?:def|class|fn|func|function|struct|enum|trait|impl|interface|type|module|object|"
     r"record|namespace|package|macro_rules!|const|let|var|val)\s+[\w$<>:.]+"
-    r"|^\s*(?:@\w+|#define\s+\w+|\w[\w<>\[\],.? ]*\s+\w+\s*\([^;{]*\)\s*(?:throws [\w., ]+)?\s*\{?\s*$)"
+    # a C-family signature: type, name, parameters, maybe a brace; not a statement
+    r"|^\s*(?:@\w+|#define\s+\w+|(?!(?:return|new|await|else|throw|yield|if|while|for|switch|catch)\b)"
+    r"\w[\w<>\[\],.? ]*\s+\w+\s*\([^;{()]*\)\s*(?:throws [\w., ]+)?\s*\{?\s*$)"
 )
 _NUMBERED = re.compile(r"^\s*(\d+)(?:\t|→|:|\s{1,2}\S)")
 _PROBLEM = re.compile(

@@ -1,0 +1,1 @@
+"""Context economics: toolkeep and published policies, priced with prompt caching counted."""

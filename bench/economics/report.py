@@ -1,0 +1,144 @@
+"""The markdown table of the economics bench and its section of ``bench/results.md``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from .data import REPO, Trajectory
+from .facts import Fact
+from .run import Row, Summary, summarize
+
+RESULTS = REPO / "bench" / "results.md"
+HEADING = "## Economics"
+
+GOALS: tuple[tuple[str, Callable[[Summary], bool]], ...] = (
+    ("pooled cost <= 0.50x unmanaged", lambda s: s.pooled <= 0.50),
+    ("median session <= 0.70x", lambda s: s.median <= 0.70),
+    ("no session costlier than unmanaged", lambda s: s.worst <= 1.0 + 1e-9),
+    (">= 90 % of later-used facts visible", lambda s: s.visible >= 0.90),
+    ("100 % recoverable", lambda s: s.recoverable >= 1.0 - 1e-9),
+)
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.0f} %"
+
+
+def _row(name: str, s: Summary, strict: Summary) -> str:
+    return (
+        f"| {name} | {s.pooled:.2f} | {s.median:.2f} | {s.worst:.2f} | {_pct(s.visible)} | "
+        f"{_pct(s.recoverable)} | {_pct(s.anywhere)} | {strict.pooled:.2f} | {strict.median:.2f} |"
+    )
+
+
+def _strict(row: Row, base: Row) -> tuple[Row, Row]:
+    return Row(row.name, costs=row.strict, facts=row.facts), Row(
+        base.name, costs=base.strict, facts=base.facts
+    )
+
+
+def build(
+    rows: Sequence[Row],
+    lever_rows: Sequence[Row],
+    descriptions: dict[str, str],
+    trajectories: Sequence[Trajectory],
+    facts: dict[str, list[Fact]],
+) -> tuple[str, bool]:
+    """The section's markdown, and whether the economy row meets every goal."""
+    base = next(r for r in rows if r.name == "unmanaged")
+    names = [t.name for t in trajectories]
+    requests = sum(len(t.requests) for t in trajectories)
+    out = [
+        HEADING,
+        "",
+        "Written by `python -m bench.economics` (definitions: `bench/economics/README.md`). "
+        f"{len(trajectories)} real trajectories from `../shared/bench-data/anthropic/`, {requests:,} requests, "
+        f"{sum(len(f) for f in facts.values()):,} later-used facts. Cost is cache-aware, in base input "
+        "tokens (reads 0.1x, writes 1.25x, tokens = chars/4), as a ratio to the unmanaged history; "
+        "request k reads the messages it shares with request k-1. The last two columns price the same "
+        "requests when only an earlier request that is a whole prefix is a hit.",
+        "",
+        "| policy | pooled cost | median session | worst session | later-used facts visible | "
+        "recoverable | visible in any copy | pooled, whole-prefix cache | median, whole-prefix cache |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    summaries: dict[str, Summary] = {}
+    for row in rows:
+        if not row.costs:
+            out.append(f"| {descriptions.get(row.name, row.name)} | skipped: {row.note} |||||||| ")
+            continue
+        s = summarize(row, base, names)
+        strict = summarize(*_strict(row, base), names)
+        summaries[row.name] = s
+        out.append(_row(descriptions.get(row.name, row.name), s, strict))
+    out += ["", "Per agent system (pooled cost / facts visible):", ""]
+    systems = sorted({t.system for t in trajectories})
+    out.append(
+        "| policy | "
+        + " | ".join(f"{sys} ({sum(t.system == sys for t in trajectories)})" for sys in systems)
+        + " |"
+    )
+    out.append("|---|" + "---:|" * len(systems))
+    for row in rows:
+        if not row.costs:
+            continue
+        cells = []
+        for sys in systems:
+            subset = [t.name for t in trajectories if t.system == sys]
+            s = summarize(row, base, subset)
+            cells.append(f"{s.pooled:.2f} / {_pct(s.visible)}")
+        out.append(f"| {row.name} | " + " | ".join(cells) + " |")
+    met = False
+    economy = summaries.get("toolkeep-economy")
+    if economy is not None:
+        checks = [(goal, test(economy)) for goal, test in GOALS]
+        peers = [s for name, s in summaries.items() if name not in ("unmanaged", "toolkeep-economy")]
+        beats = all(economy.pooled < p.pooled and economy.visible > p.visible for p in peers)
+        checks.append(("lower cost than every other row at higher visibility", beats))
+        met = all(ok for _, ok in checks)
+        out += ["", 'Goals for `policy="economy"`:', ""]
+        out += [f"- [{'x' if ok else ' '}] {goal}" for goal, ok in checks]
+    if lever_rows:
+        out += [
+            "",
+            "Levers, one at a time (economy with one lever off; run through `run_pipeline` without "
+            "pairing repair, which changes nothing on these valid histories):",
+            "",
+            "| variant | pooled cost | median session | worst session | facts visible | recoverable |",
+            "|---|---:|---:|---:|---:|---:|",
+        ]
+        for row in lever_rows:
+            s = summarize(row, base, names)
+            desc = descriptions.get(row.name, "")
+            out.append(
+                f"| {row.name} ({desc}) | {s.pooled:.2f} | {s.median:.2f} | {s.worst:.2f} | "
+                f"{_pct(s.visible)} | {_pct(s.recoverable)} |"
+            )
+    seconds = ", ".join(f"{r.name} {r.seconds:.0f}s" for r in [*rows, *lever_rows] if r.costs)
+    out += ["", f"CPU time per row: {seconds}.", ""]
+    return "\n".join(out), met
+
+
+def write_section(
+    rows: Sequence[Row],
+    lever_rows: Sequence[Row],
+    descriptions: dict[str, str],
+    trajectories: Sequence[Trajectory],
+    facts: dict[str, list[Fact]],
+    *,
+    write: bool = True,
+    path: Path = RESULTS,
+) -> tuple[str, bool]:
+    """Build the section and put it in ``path`` in place of the old one (other sections kept)."""
+    text, met = build(rows, lever_rows, descriptions, trajectories, facts)
+    if write:
+        old = path.read_text(encoding="utf-8") if path.exists() else "# Benchmark results\n"
+        start = old.find(HEADING + "\n")
+        if start < 0:
+            new = old.rstrip("\n") + "\n\n" + text
+        else:
+            end = old.find("\n## ", start + len(HEADING))
+            new = old[:start] + text + ("\n" + old[end + 1 :] if end >= 0 else "")
+        path.write_text(new.rstrip("\n") + "\n", encoding="utf-8")
+    return text, met
