@@ -68,7 +68,7 @@ class AnthropicFormat(Format):
             content = m.get("content")
             if isinstance(content, list):
                 for block in content:
-                    if not isinstance(block, Mapping) or "type" not in block:
+                    if not isinstance(block, Mapping) or not isinstance(block.get("type"), str):
                         return 0
                     if (
                         block["type"] in _DISTINCT_BLOCKS

@@ -73,7 +73,8 @@ class GeminiFormat(Format):
         for m in messages:
             if not isinstance(m, Mapping) or not isinstance(m.get("parts"), list):
                 return 0
-            if "content" in m or m.get("role", "user") not in _ROLES:
+            role = m.get("role", "user")
+            if "content" in m or not isinstance(role, str) or role not in _ROLES:
                 return 0
             score = 2
             for part in m["parts"]:
@@ -93,7 +94,8 @@ class GeminiFormat(Format):
 
     def _load_message(self, index: int, raw: Any, last_calls: list[ToolCallPart]) -> Message:
         m = expect_mapping(raw, index, "content")
-        role = _ROLES.get(m.get("role", "user"))
+        raw_role = m.get("role", "user")
+        role = _ROLES.get(raw_role) if isinstance(raw_role, str) else None  # a list is no role
         if role is None:
             raise FormatError(f"role must be 'user' or 'model', got {m.get('role')!r}", index=index)
         parts = m.get("parts")
