@@ -8,12 +8,16 @@ the tail of the prompt on every request and can cost more than doing nothing. Th
 1. decides each result's shortened forms once, from its original (the tiers: full, trimmed,
    summary), and only ever moves a result to a shorter tier;
 2. collects the moves that ages call for and applies them together, only when the batch frees
-   at least ``clear_at_least`` tokens *and* the saving on the requests to come (estimated as
-   many as have been made so far) pays for rewriting the prompt after the first changed message;
+   at least ``clear_at_least`` tokens *and* the saving on the requests to come (estimated as a
+   quarter of the requests made so far) pays for rewriting the prompt after the first changed
+   message; where the rewrite starts is chosen to maximize that net saving;
 3. keeps what agents use: a read of a file stays until the same file is read again (then the
    older read goes first), failures and errors stay longer, and the shortened forms keep error
    lines and the tail of execution output, the first lines of search output, and an outline
-   of definitions with line numbers for source files.
+   of definitions with line numbers for source files, followed by a ``names:`` index of the
+   identifiers, paths and numbers they left out (the budget's entry preview gets one too);
+4. shortens the long strings of old tool-call inputs (file contents sent by write and edit
+   calls), which on long coding sessions weigh as much as the results.
 
 The decisions are a fold over the history's requests (one before each assistant message, and
 the one being prepared), so the output is a function of the history alone: a new session given
@@ -26,24 +30,17 @@ from __future__ import annotations
 import re
 from bisect import bisect_left
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ..config import Config
 from ..content_type import detect_content_type
-from ..messages import History, Message, Part, TextPart, ToolCallPart, ToolResultPart
+from ..messages import History, Part, ToolCallPart, ToolResultPart
 from ..shorten import carried_keys, compact_form, marker, summary_form
 from ..steps import Microcompactor, Step, StepContext
+from ._fold import FoldState, Item, fingerprints, grow_chars, input_chars
 from .commands import Kind, call_kind, call_target
-from .previews import (
-    excerpt_form,
-    leading_lines,
-    names_index,
-    outline,
-    outline_lines,
-    outline_summary,
-    tail_weighted,
-)
+from .previews import lines_summary, trimmed_form, with_names
 
 __all__ = ["Economy", "EconomyCompactor", "economy_steps"]
 
@@ -104,55 +101,23 @@ class Economy:
     the budget's persisted preview (with the names index), so they are never written whole."""
 
 
-@dataclass(slots=True)
-class _Item:
-    """One thing the fold may shorten: a result, or the input of a call. Forms are computed once."""
-
-    message: int
-    part: int
-    block: int
-    obj: ToolResultPart | ToolCallPart
-    kind: Kind | None = None
-    """``None`` for a call's input."""
-    failure: bool = False
-    tier: int = 0
-    superseded: bool = False
-    forms: dict[int, Any] = field(default_factory=dict)
-    sizes: dict[int, int] = field(default_factory=dict)
-
-
-@dataclass(slots=True)
-class _Fold:
-    """The fold's state after the last assistant message it has decided."""
-
-    prints: list[Any] = field(default_factory=list)
-    boundaries: int = 0
-    """Assistant messages folded (the request before each has been decided)."""
-    registered: int = 0
-    """Messages whose items are in ``items``."""
-    items: list[_Item] = field(default_factory=list)
-    active: list[_Item] = field(default_factory=list)
-    reads: dict[str, _Item] = field(default_factory=dict)
-    message_chars: list[int] = field(default_factory=list)
-
-
 class EconomyCompactor:
     """The economy policy's compaction step (see the module docstring)."""
 
     def __init__(self, economy: Economy | None = None) -> None:
         self.economy = economy or Economy()
-        self._fold = _Fold()
+        self._fold = FoldState()
 
     # -- forms ---------------------------------------------------------------------------------
 
-    def size(self, item: _Item, tier: int, ctx: StepContext) -> int:
+    def size(self, item: Item, tier: int, ctx: StepContext) -> int:
         """Chars of ``item`` sent at ``tier``."""
         if tier not in item.sizes:
             form = self.form(item, tier, ctx)
-            item.sizes[tier] = len(form) if isinstance(form, str) else _input_chars(form)
+            item.sizes[tier] = len(form) if isinstance(form, str) else input_chars(form)
         return item.sizes[tier]
 
-    def form(self, item: _Item, tier: int, ctx: StepContext) -> Any:
+    def form(self, item: Item, tier: int, ctx: StepContext) -> Any:
         """``item`` at ``tier`` (0 as sent, 1 trimmed, 2 summary), never longer than the tier
         before it: a text for a result, an input mapping for a call."""
         if tier in item.forms:
@@ -175,11 +140,9 @@ class EconomyCompactor:
         e = self.economy
         if p.original is None or not e.previews:
             return p.text
-        budget = min(e.index_max, int(len(p.original) * e.index_share))
-        names = names_index(p.original, budget, skip=p.text)
-        return p.text + ("\nnames: " + " ".join(names) if names else "")
+        return with_names(p.text, p.original, min(e.index_max, int(len(p.original) * e.index_share)))
 
-    def _result_form(self, item: _Item, tier: int, ctx: StepContext) -> str:
+    def _result_form(self, item: Item, tier: int, ctx: StepContext) -> str:
         e = self.economy
         p = item.obj
         assert isinstance(p, ToolResultPart)
@@ -195,33 +158,19 @@ class EconomyCompactor:
                 return compact_form(original, e.head_chars, e.tail_chars, keys=keys, paths=paths)
             return summary_form(original, content_type, keys=keys, paths=paths)
         source = item.kind == "read" or any(t in content_type for t in _SOURCE_TYPES)
-        lines = original.split("\n")
+        kind = (
+            "exec"
+            if item.kind == "exec" or item.failure
+            else "search"
+            if item.kind in ("search", "list")
+            else ""
+        )
+        kind = kind or ("source" if source else "text")
         if tier == 1:
-            budget = e.trim_chars
-            if item.kind == "exec" or item.failure:
-                keep = tail_weighted(original, budget)
-            elif item.kind in ("search", "list") or not source:
-                keep = leading_lines(original, budget)
-            else:
-                keep = leading_lines(original, budget // 2)
-                used = sum(len(lines[n]) + 1 for n in keep)
-                for n in outline(original):
-                    if used + len(lines[n]) + 1 > budget:
-                        break
-                    keep.append(n)
-                    used += len(lines[n]) + 1
-            text = excerpt_form(original, keep, keys=keys, paths=paths)
+            text = trimmed_form(original, kind, e.trim_chars, keys=keys, paths=paths)
         else:
-            if item.kind == "exec" or item.failure:
-                extra = [lines[n] for n in sorted(tail_weighted(original, e.summary_chars))]
-            elif source and item.kind not in ("search", "list"):
-                extra = outline_lines(original, e.summary_chars)
-            else:
-                extra = [lines[n] for n in leading_lines(original, e.summary_chars)]
-            text = outline_summary(original, content_type, extra, keys=keys, paths=paths)
-        budget = min(e.index_max, int(len(original) * e.index_share))
-        names = names_index(original, budget, skip=text)
-        return text + ("\nnames: " + " ".join(names) if names else "")
+            text = lines_summary(original, content_type, kind, e.summary_chars, keys=keys, paths=paths)
+        return with_names(text, original, min(e.index_max, int(len(original) * e.index_share)))
 
     def _input_form(self, value: Any, ctx: StepContext) -> Any:
         e = self.economy
@@ -238,7 +187,7 @@ class EconomyCompactor:
             return [self._input_form(v, ctx) for v in value]
         return value
 
-    def desired(self, item: _Item, age: int) -> int:
+    def desired(self, item: Item, age: int) -> int:
         """The tier ``item`` should be at ``age``."""
         e = self.economy
         if item.kind is None:
@@ -255,13 +204,13 @@ class EconomyCompactor:
     # -- the fold ------------------------------------------------------------------------------
 
     def __call__(self, history: History, ctx: StepContext) -> History:
-        prints = _fingerprints(history)
+        prints = fingerprints(history)
         assistants = [i for i, m in enumerate(history) if m.role == "assistant"]
         fold = self._fold
         # resume only if everything before the last folded assistant message is unchanged
         done = assistants[fold.boundaries - 1] if 0 < fold.boundaries <= len(assistants) else 0
         if fold.boundaries > len(assistants) or prints[:done] != fold.prints[:done]:
-            fold = self._fold = _Fold()
+            fold = self._fold = FoldState()
         calls = {
             p.id: p for m in history if m.role == "assistant" for p in m.parts if isinstance(p, ToolCallPart)
         }
@@ -275,7 +224,7 @@ class EconomyCompactor:
                 if self._may_shrink(item, ctx):
                     fold.active.append(item)
             fold.registered = assistants[n]
-            _grow(fold.message_chars, history, assistants[n])
+            grow_chars(fold.message_chars, history, assistants[n])
             self._apply(fold, self._decide(fold.active, fold.message_chars, n, assistants[n], ctx), ctx)
             fold.boundaries = n + 1
         fold.prints = prints[: assistants[-1]] if assistants else []
@@ -288,7 +237,7 @@ class EconomyCompactor:
         superseded = {id(old) for item, t in trailing if (old := self._supersede(reads, item, t, mark=False))}
         active = fold.active + [item for item, _ in trailing if self._may_shrink(item, ctx)]
         chars = list(fold.message_chars)
-        _grow(chars, history, len(history))
+        grow_chars(chars, history, len(history))
         moves = dict(
             (id(item), want)
             for item, want in self._decide(active, chars, len(assistants), len(history), ctx, superseded)
@@ -296,7 +245,7 @@ class EconomyCompactor:
         return self._render(history, fold.items + [item for item, _ in trailing], moves, ctx)
 
     def _render(
-        self, history: History, items: list[_Item], moves: dict[int, int], ctx: StepContext
+        self, history: History, items: list[Item], moves: dict[int, int], ctx: StepContext
     ) -> History:
         changes: dict[int, dict[int, Part]] = {}
         for item in items:
@@ -322,7 +271,7 @@ class EconomyCompactor:
             out[index] = replace(m, parts=tuple(parts.get(j, p) for j, p in enumerate(m.parts)), dirty=True)
         return out
 
-    def _may_shrink(self, item: _Item, ctx: StepContext) -> bool:
+    def _may_shrink(self, item: Item, ctx: StepContext) -> bool:
         e = self.economy
         if item.kind is None:
             return e.inputs and self.size(item, 2, ctx) < self.size(item, 0, ctx)
@@ -330,11 +279,11 @@ class EconomyCompactor:
 
     def _items(
         self, history: History, start: int, stop: int, block: int, calls: dict[str, ToolCallPart]
-    ) -> list[tuple[_Item, str | None]]:
+    ) -> list[tuple[Item, str | None]]:
         """The items of messages ``start`` to ``stop``, each with the file it reads (if any);
         ``block`` is the number of assistant messages before ``start``."""
         e = self.economy
-        out: list[tuple[_Item, str | None]] = []
+        out: list[tuple[Item, str | None]] = []
         block -= 1
         for index in range(start, stop):
             m = history[index]
@@ -346,7 +295,7 @@ class EconomyCompactor:
                         and isinstance(part.raw, Mapping)
                         and isinstance(part.arguments, Mapping)
                     ):
-                        out.append((_Item(index, j, block, part), None))
+                        out.append((Item(index, j, block, part), None))
                 continue
             for j, part in enumerate(m.parts):
                 if not isinstance(part, ToolResultPart):
@@ -358,13 +307,13 @@ class EconomyCompactor:
                 tail = part.full_text[-3_000:]
                 failure = e.smart and (part.is_error or (kind == "exec" and bool(_FAILURE.search(tail))))
                 target = call_target(name, arguments) if kind == "read" and e.smart else None
-                out.append((_Item(index, j, block, part, kind, failure), target))
+                out.append((Item(index, j, block, part, kind, failure), target))
         return out
 
     @staticmethod
     def _supersede(
-        reads: dict[str, _Item], item: _Item, target: str | None, *, mark: bool = True
-    ) -> _Item | None:
+        reads: dict[str, Item], item: Item, target: str | None, *, mark: bool = True
+    ) -> Item | None:
         """Record ``item`` as the newest read of ``target``; the read it supersedes, if any."""
         if target is None:
             return None
@@ -376,17 +325,17 @@ class EconomyCompactor:
 
     def _decide(
         self,
-        active: list[_Item],
+        active: list[Item],
         chars: list[int],
         requests: int,
         boundary: int,
         ctx: StepContext,
         superseded: set[int] | None = None,
-    ) -> list[tuple[_Item, int]]:
+    ) -> list[tuple[Item, int]]:
         """The tier moves to make at the request before ``boundary`` (the ``requests``-th): all
         that ages call for, if together they pay for the rewrite they cause; else none."""
         e = self.economy
-        pending: list[tuple[_Item, int]] = []
+        pending: list[tuple[Item, int]] = []
         for item in active:
             if superseded and id(item) in superseded:
                 want = 2
@@ -415,64 +364,13 @@ class EconomyCompactor:
                 best, best_net = n, net
         return pending[:best]
 
-    def _apply(self, fold: _Fold, moves: list[tuple[_Item, int]], ctx: StepContext) -> None:
+    def _apply(self, fold: FoldState, moves: list[tuple[Item, int]], ctx: StepContext) -> None:
         if not moves:
             return
         for item, want in moves:
             fold.message_chars[item.message] -= self.size(item, item.tier, ctx) - self.size(item, want, ctx)
             item.tier = want
         fold.active = [i for i in fold.active if i.tier < 2]
-
-
-def _input_chars(value: Any) -> int:
-    if isinstance(value, str):
-        return len(value)
-    if isinstance(value, Mapping):
-        return sum(len(str(k)) + _input_chars(v) for k, v in value.items())
-    if isinstance(value, list):
-        return sum(_input_chars(v) for v in value)
-    return len(str(value))
-
-
-def _message_chars(m: Message) -> int:
-    size = 20
-    for p in m.parts:
-        if isinstance(p, TextPart | ToolResultPart):
-            size += len(p.text)
-        elif isinstance(p, ToolCallPart):
-            size += len(p.name) + _input_chars(p.arguments)
-    return size
-
-
-def _grow(chars: list[int], history: History, boundary: int) -> None:
-    while len(chars) < boundary:
-        chars.append(_message_chars(history[len(chars)]))
-
-
-def _fingerprints(history: History) -> list[Any]:
-    """A cheap identity per message: role and, per part, its text's hash (cached on ``str``)."""
-    out: list[Any] = []
-    for m in history:
-        parts: list[Any] = [m.role]
-        for p in m.parts:
-            if isinstance(p, ToolResultPart):
-                parts.append((p.call_id, p.name, p.is_error, hash(p.full_text), len(p.text)))
-            elif isinstance(p, TextPart):
-                parts.append(hash(p.text))
-            elif isinstance(p, ToolCallPart):
-                parts.append((p.id, p.name, _arguments_print(p.arguments)))
-        out.append(tuple(parts))
-    return out
-
-
-def _arguments_print(arguments: Any) -> Any:
-    if isinstance(arguments, Mapping):
-        return tuple((k, _arguments_print(v)) for k, v in arguments.items())
-    if isinstance(arguments, list):
-        return tuple(_arguments_print(v) for v in arguments)
-    if isinstance(arguments, str):
-        return hash(arguments)
-    return repr(arguments)
 
 
 def economy_steps(config: Config, economy: Economy | None = None) -> list[Step]:

@@ -23,11 +23,14 @@ from ..shorten import compact_form, summary_form
 __all__ = [
     "excerpt_form",
     "leading_lines",
+    "lines_summary",
     "names_index",
     "outline",
     "outline_lines",
     "outline_summary",
     "tail_weighted",
+    "trimmed_form",
+    "with_names",
 ]
 
 _DEFINITION = re.compile(
@@ -191,3 +194,44 @@ def names_index(text: str, budget: int, *, skip: str = "") -> list[str]:
             out.append(word)
             used += len(word) + 1
     return out
+
+
+def trimmed_form(text: str, kind: str, budget: int, *, keys: Iterable[str], paths: Iterable[str] = ()) -> str:
+    """The trimmed tier: an excerpt of about ``budget`` chars chosen by ``kind``: ``"exec"``
+    (error lines and tail), ``"search"`` (first lines), ``"source"`` (head and outline), else the
+    first lines."""
+    lines = text.split("\n")
+    if kind == "exec":
+        keep = tail_weighted(text, budget)
+    elif kind == "source":
+        keep = leading_lines(text, budget // 2)
+        used = sum(len(lines[n]) + 1 for n in keep)
+        for n in outline(text):
+            if used + len(lines[n]) + 1 > budget:
+                break
+            keep.append(n)
+            used += len(lines[n]) + 1
+    else:
+        keep = leading_lines(text, budget)
+    return excerpt_form(text, keep, keys=keys, paths=paths)
+
+
+def lines_summary(
+    text: str, content_type: str, kind: str, budget: int, *, keys: Iterable[str], paths: Iterable[str] = ()
+) -> str:
+    """The summary tier: SPEC's one-line summary, then about ``budget`` chars of lines chosen by
+    ``kind`` (as :func:`trimmed_form`; the outline alone for source)."""
+    lines = text.split("\n")
+    if kind == "exec":
+        extra = [lines[n] for n in sorted(tail_weighted(text, budget))]
+    elif kind == "source":
+        extra = outline_lines(text, budget)
+    else:
+        extra = [lines[n] for n in leading_lines(text, budget)]
+    return outline_summary(text, content_type, extra, keys=keys, paths=paths)
+
+
+def with_names(form: str, original: str, budget: int) -> str:
+    """``form`` followed by a ``names:`` line indexing what of ``original`` it does not show."""
+    names = names_index(original, budget, skip=form)
+    return form + ("\nnames: " + " ".join(names) if names else "")
