@@ -124,7 +124,7 @@ class BlockEngine:
         kept_calls = self._cum_calls[keep - 1] if keep else 0
         bounds = [i for i, m in enumerate(history) if m.role == "assistant" and i > 0]
         bounds = [0, *bounds] if history else []
-        ends = [*bounds[1:], len(history)]
+        ends = [*bounds[1:], len(history)] if bounds else []  # an empty request has no blocks
         counted = [
             history[lo].role == "assistant" and survives_pruning(history[lo], hi - lo > 1)
             for lo, hi in zip(bounds, ends, strict=True)

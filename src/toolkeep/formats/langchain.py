@@ -104,7 +104,7 @@ class LangChainFormat(Format):
                 content_text(content),
                 is_error=_get(data, "status") == "error",
                 raw=raw,
-                name=_get(data, "name"),
+                name=name if isinstance(name := _get(data, "name"), str) else None,  # steps lower() it
             )
             return Message("tool", (part,), raw=raw)
         parts: list[Part] = []
