@@ -9,8 +9,20 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 import toolkeep
+
+# HYPOTHESIS_PROFILE=slow: the long fuzzing run CI makes (tests/test_fuzz_slow.py, a few minutes);
+# the default profile stays fast for everyday runs.
+settings.register_profile(
+    "slow",
+    max_examples=1_000,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much],
+)
+if os.environ.get("HYPOTHESIS_PROFILE"):
+    settings.load_profile(os.environ["HYPOTHESIS_PROFILE"])
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("TOOLKEEP_SHARED", REPO.parent / "shared"))

@@ -28,8 +28,10 @@ __all__ = [
     "every_format_histories",
     "gemini_histories",
     "histories",
+    "json_values",
     "langchain_histories",
     "long_sessions",
+    "mutated_histories",
     "oa_assistant",
     "oa_tool",
     "oa_user",
@@ -451,3 +453,76 @@ def long_sessions(draw: st.DrawFn, max_blocks: int = 8) -> tuple[str, list[Any]]
     return "anthropic", anthropic_turns(
         *[(f"toolu_{n:02d}", name, text) for n, (name, text) in enumerate(turns)]
     )
+
+
+# ------------------------------------------------------------------------------ bad input (fuzzing)
+
+# keys and values the format adapters look at, so that junk often lands where it matters
+_KEYS = ("role", "content", "type", "id", "name", "input", "text", "tool_use_id", "tool_call_id",
+         "tool_calls", "function", "arguments", "is_error", "parts", "functionCall", "functionResponse",
+         "toolUse", "toolResult", "toolUseId", "call_id", "output", "messages", "response")  # fmt: skip
+_WORDS = ("user", "assistant", "tool", "system", "model", "tool_use", "tool_result", "text",
+          "function_call", "function_call_output", "message", "ai", "human", "", "\x00", "\ud800",
+          "toolu_1", "call_1", "<<ccr:0123456789abcdef>>", "\r\n")  # fmt: skip
+
+_scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**70), 2**70),
+    st.floats(allow_nan=False),
+    st.sampled_from(_WORDS),
+    st.text(st.characters(codec="utf-8", exclude_categories=()), max_size=20),
+    st.text(st.sampled_from(["a", "\x00", "\ud800", "\udfff", "\r", "\n", "é", "🙂"]), max_size=30),
+)
+
+
+def json_values(max_leaves: int = 30) -> st.SearchStrategy[Any]:
+    """Any JSON-shaped value (lone surrogates and NUL chars included), dict keys mostly the ones
+    the format adapters read."""
+    keys = st.one_of(st.sampled_from(_KEYS), st.text(max_size=8))
+    return st.recursive(
+        _scalars,
+        lambda inner: st.one_of(st.lists(inner, max_size=5), st.dictionaries(keys, inner, max_size=6)),
+        max_leaves=max_leaves,
+    )
+
+
+def _slots(value: Any, depth: int = 0) -> list[tuple[Any, Any]]:
+    """Every ``(container, key or index)`` inside a JSON-shaped value (plain dicts and lists)."""
+    out: list[tuple[Any, Any]] = []
+    if depth > 12:
+        return out
+    if isinstance(value, dict):
+        for k, v in value.items():
+            out.append((value, k))
+            out.extend(_slots(v, depth + 1))
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            out.append((value, i))
+            out.extend(_slots(v, depth + 1))
+    return out
+
+
+@st.composite
+def mutated_histories(draw: st.DrawFn, max_mutations: int = 4) -> tuple[str, list[Any]]:
+    """``(format name, history)``: a history of any format with a few random faults: a value
+    replaced by junk of any type, a key or item deleted, an item duplicated or moved."""
+    import copy
+
+    name, history = draw(st.one_of(histories(max_blocks=4), every_format_histories(max_blocks=4)))
+    history = copy.deepcopy(history)
+    for _ in range(draw(st.integers(1, max_mutations))):
+        slots = _slots(history)
+        if not slots:
+            history.append(draw(json_values(8)))
+            continue
+        container, key = draw(st.sampled_from(slots))
+        action = draw(st.sampled_from(["replace", "replace", "delete", "duplicate", "move"]))
+        if action == "replace":
+            container[key] = draw(json_values(8))
+        elif action == "delete":
+            del container[key]
+        elif isinstance(container, list):
+            item = container[key] if action == "duplicate" else container.pop(key)
+            container.insert(draw(st.integers(0, len(container))), copy.deepcopy(item))
+    return name, history
