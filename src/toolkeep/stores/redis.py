@@ -16,6 +16,7 @@ policy is, and the counters are the whole namespace's.
 from __future__ import annotations
 
 import re
+import time
 from typing import TYPE_CHECKING, Any
 
 from ..exceptions import ConfigError, StoreError
@@ -150,8 +151,13 @@ class RedisStore(StoreBase):
         limits: Limits | None = None,
         clock: Clock | None = None,
         client: redis.Redis | None = None,
+        retry_after: float = 5.0,
     ) -> None:
         super().__init__(limits=limits, clock=clock)
+        self.retry_after = retry_after
+        """Seconds a server that failed to answer (refused, timed out) is not asked again: every
+        call meanwhile fails at once, so a stalled server costs one timeout, not one per result."""
+        self._down_until = float("-inf")
         if not _PREFIX.fullmatch(prefix):
             raise ConfigError(f"Redis store prefix {prefix!r} must be 1-64 chars of [A-Za-z0-9_.:-]")
         self.prefix = prefix
@@ -247,8 +253,17 @@ class RedisStore(StoreBase):
 
     def _call(self, script: Any, args: list[Any]) -> Any:
         self._live()
+        now = time.monotonic()
+        if now < self._down_until:
+            raise StoreError(
+                f"Redis archive at {_safe_url(self.url)}: unreachable a moment ago; "
+                f"asked again after {self.retry_after:g} s"
+            )
         try:
             return script(keys=self.keys, args=args)
+        except (self._redis.ConnectionError, self._redis.TimeoutError) as exc:
+            self._down_until = now + self.retry_after
+            raise StoreError(f"Redis archive at {_safe_url(self.url)}: {type(exc).__name__}: {exc}") from exc
         except self._redis.RedisError as exc:
             # the message names the server and the error, never the original's text
             raise StoreError(f"Redis archive at {_safe_url(self.url)}: {type(exc).__name__}: {exc}") from exc
