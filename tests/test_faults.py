@@ -26,6 +26,7 @@ import toolkeep
 from toolkeep import Config, Session, StoreError, WorkspaceError
 from toolkeep.recall import recall_answer
 from toolkeep.shorten import CCR_MARKER_RE, SAVED_PATH_RE
+from toolkeep.stores.redis import RedisStore
 
 from .redis_server import _binary, _free_port, _ping
 from .test_cli_core import one_error_line, run
@@ -335,9 +336,10 @@ def test_redis_lost_mid_session(durable_redis: DurableRedis, tmp_path: Path) -> 
     """Redis killed mid-session: prepare goes on (valid, previews name the saved file, no marker
     promised), recall says the archive is unreachable; restarted on the same port, nothing it held
     is lost and the next prepare archives what failed."""
-    url = f"{durable_redis.url}?prefix=faults"
+    # retry_after=0: asked again at once, where the default leaves a failed server alone 5 s
+    store = RedisStore(durable_redis.url, prefix="faults", retry_after=0)
     history: list[Any] = [{"role": "user", "content": "go"}, *block(1, 40_000)]
-    with Session(Config(), workspace=tmp_path / "ws", store=url) as session:
+    with store, Session(Config(), workspace=tmp_path / "ws", store=store) as session:
         out, _ = session.prepare(history)
         assert check_honest(session, out, history, 1) == (True, True)
         (key1,) = CCR_MARKER_RE.findall(result_of(out, 1))
@@ -374,3 +376,37 @@ def test_redis_lost_before_first_prepare(durable_redis: DurableRedis, tmp_path: 
         assert report.save_errors and "could not be saved" not in json.dumps(out)
         assert "<<ccr:" not in json.dumps(out)  # truncated at age 3, but no marker is promised
         assert report.truncated == 1
+
+
+def test_stalled_redis_costs_one_timeout(
+    durable_redis: DurableRedis, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A Redis server that stops answering (SIGSTOP): one call waits for the socket timeout, the
+    rest of the run fails at once, and after ``retry_after`` the store is asked again."""
+    import signal
+
+    import redis
+
+    client = redis.Redis.from_url(durable_redis.url, socket_timeout=0.5, socket_connect_timeout=0.5)
+    store = RedisStore(durable_redis.url, prefix="stall", client=client, retry_after=1.0)
+    history: list[Any] = [{"role": "user", "content": "go"}]
+    for n in range(4):
+        history += block(n, 25_000 + n)
+    assert durable_redis.proc is not None
+    with store, Session(Config(), workspace=tmp_path / "ws", store=store) as session:
+        durable_redis.proc.send_signal(signal.SIGSTOP)
+        try:
+            with caplog.at_level("WARNING", logger="toolkeep"):
+                out, report = session.prepare(history)
+        finally:
+            durable_redis.proc.send_signal(signal.SIGCONT)
+        assert toolkeep.validate(out) == []
+        failures = [r.getMessage() for r in caplog.records if "could not archive" in r.getMessage()]
+        assert len(failures) == len(report.save_errors) >= 4  # one per cut (older ones are cut twice)
+        assert sum("TimeoutError" in m for m in failures) == 1
+        assert sum("unreachable a moment ago" in m for m in failures) == len(failures) - 1
+        time.sleep(1.1)  # past retry_after
+        out, report = session.prepare([*history, *block(9, 10)])
+        assert report.save_errors == []
+        for n in range(4):
+            assert check_honest(session, out, history, n) == (True, True)
