@@ -98,6 +98,12 @@ class BedrockFormat(Format):
                     )
                 )
             elif isinstance(result, Mapping):
+                if not isinstance(result.get("content") or [], list):  # _fold extends it
+                    raise FormatError(
+                        f"toolResult content must be a list of blocks, got {type(result['content']).__name__}",
+                        index=index,
+                        field=f"content[{j}].toolResult.content",
+                    )
                 parts.append(
                     ToolResultPart(
                         _str(result.get("toolUseId")),
@@ -284,7 +290,14 @@ def _fold(msg: Any) -> Any:
     content = msg.get("content") if isinstance(msg, Mapping) else None
     if not isinstance(content, list):
         return msg
-    last = max((k for k, b in enumerate(content) if isinstance(b, Mapping) and "toolResult" in b), default=-1)
+    last = max(
+        (
+            k
+            for k, b in enumerate(content)
+            if isinstance(b, Mapping) and isinstance(b.get("toolResult"), Mapping)
+        ),
+        default=-1,
+    )
     if last < 0:
         return msg
     loose = [k for k, b in enumerate(content) if isinstance(b, Mapping) and _is_text(b)]
