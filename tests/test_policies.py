@@ -242,6 +242,14 @@ class TestEconomyBatching:
                           cache_read=0.1, cache_write=100.0)  # fmt: skip
         assert texts(economy_run(history, economy)[-1]) == texts(history[:-1])
 
+    def test_risk_bounds_the_first_batch(self) -> None:
+        """With no risk allowed and nothing saved yet, a batch that would pay later is never made."""
+        history = self.history()
+        free = Economy(clear_at_least=1, min_horizon=1_000, trim_age=3, summary_age=99)
+        assert texts(economy_run(history, free)[-1]) != texts(history[:-1])
+        none = Economy(clear_at_least=1, min_horizon=1_000, trim_age=3, summary_age=99, risk=0.0)
+        assert texts(economy_run(history, none)[-1]) == texts(history[:-1])
+
 
 class TestEconomyPreservation:
     def test_failures_stay_longer_than_passing_runs(self) -> None:

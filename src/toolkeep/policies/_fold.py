@@ -42,6 +42,13 @@ class FoldState:
     active: list[Item] = field(default_factory=list)
     reads: dict[str, Item] = field(default_factory=dict)
     message_chars: list[int] = field(default_factory=list)
+    """Chars of each message as sent now (after the tier moves made so far)."""
+    sent_total: int = 0
+    """Chars of the last folded request as sent, and as recorded (unmanaged)."""
+    recorded_total: int = 0
+    spent: float = 0.0
+    """Estimated cost of the requests folded so far as sent, and unmanaged (chars x price)."""
+    unmanaged: float = 0.0
 
 
 def input_chars(value: Any) -> int:

@@ -72,6 +72,10 @@ class Economy:
     """Requests a batch is assumed to serve at least..."""
     horizon_share: float = 0.25
     """...else this share of the requests made so far (a session that has run long runs on)."""
+    risk: float = 0.3
+    """A batch may cost the request that makes it no more than what the policy has saved so far
+    plus this share of what the session has cost unmanaged (bounds the loss of a session that
+    ends right after a batch)."""
     min_chars: int = 1_200
     """Results no longer than this are never shortened."""
     trim_age: int = 2
@@ -224,8 +228,13 @@ class EconomyCompactor:
                 if self._may_shrink(item, ctx):
                     fold.active.append(item)
             fold.registered = assistants[n]
+            grown = len(fold.message_chars)
             grow_chars(fold.message_chars, history, assistants[n])
-            self._apply(fold, self._decide(fold.active, fold.message_chars, n, assistants[n], ctx), ctx)
+            added = sum(fold.message_chars[grown:])
+            moves = self._decide(
+                fold.active, fold.message_chars, n, assistants[n], ctx, self._allowance(fold)
+            )
+            self._account(fold, moves, added, ctx)
             fold.boundaries = n + 1
         fold.prints = prints[: assistants[-1]] if assistants else []
         # the request being prepared now is decided on the side: the next history may not
@@ -238,11 +247,13 @@ class EconomyCompactor:
         active = fold.active + [item for item, _ in trailing if self._may_shrink(item, ctx)]
         chars = list(fold.message_chars)
         grow_chars(chars, history, len(history))
-        moves = dict(
+        tiers = dict(
             (id(item), want)
-            for item, want in self._decide(active, chars, len(assistants), len(history), ctx, superseded)
+            for item, want in self._decide(
+                active, chars, len(assistants), len(history), ctx, self._allowance(fold), superseded
+            )
         )
-        return self._render(history, fold.items + [item for item, _ in trailing], moves, ctx)
+        return self._render(history, fold.items + [item for item, _ in trailing], tiers, ctx)
 
     def _render(
         self, history: History, items: list[Item], moves: dict[int, int], ctx: StepContext
@@ -330,10 +341,12 @@ class EconomyCompactor:
         requests: int,
         boundary: int,
         ctx: StepContext,
+        allowance: float,
         superseded: set[int] | None = None,
     ) -> list[tuple[Item, int]]:
         """The tier moves to make at the request before ``boundary`` (the ``requests``-th): all
-        that ages call for, if together they pay for the rewrite they cause; else none."""
+        that ages call for, if together they pay for the rewrite they cause and the rewrite costs
+        this request no more than ``allowance`` (chars x price) over not making it; else none."""
         e = self.economy
         pending: list[tuple[Item, int]] = []
         for item in active:
@@ -360,17 +373,33 @@ class EconomyCompactor:
             # freed tokens are read at 0.1x by every request to come instead of being kept;
             # the rest of the tail is written at 1.25x once instead of read at 0.1x
             net = (read * freed * horizon - (write - read) * (tail - freed)) / e.chars_per_token
-            if net > best_net:
+            extra = write * (tail - freed) - read * tail
+            if net > best_net and extra <= allowance:
                 best, best_net = n, net
         return pending[:best]
 
-    def _apply(self, fold: FoldState, moves: list[tuple[Item, int]], ctx: StepContext) -> None:
-        if not moves:
-            return
-        for item, want in moves:
-            fold.message_chars[item.message] -= self.size(item, item.tier, ctx) - self.size(item, want, ctx)
-            item.tier = want
-        fold.active = [i for i in fold.active if i.tier < 2]
+    def _allowance(self, fold: FoldState) -> float:
+        """What a batch may cost now beyond not making it: what the policy has saved so far,
+        plus ``risk`` of what the session has cost unmanaged. So a session that ends right after
+        a batch costs at most about ``1 + risk`` times unmanaged."""
+        return fold.unmanaged - fold.spent + self.economy.risk * fold.unmanaged
+
+    def _account(self, fold: FoldState, moves: list[tuple[Item, int]], added: int, ctx: StepContext) -> None:
+        """Make ``moves`` and price the request just decided, as sent and as recorded."""
+        read, write = self.economy.cache_read, self.economy.cache_write
+        cached = fold.sent_total
+        if moves:
+            cached = sum(fold.message_chars[: min(item.message for item, _ in moves)])
+            for item, want in moves:
+                freed = self.size(item, item.tier, ctx) - self.size(item, want, ctx)
+                fold.message_chars[item.message] -= freed
+                fold.sent_total -= freed
+                item.tier = want
+            fold.active = [i for i in fold.active if i.tier < 2]
+        fold.sent_total += added
+        fold.spent += read * cached + write * (fold.sent_total - cached)
+        fold.unmanaged += read * fold.recorded_total + write * added
+        fold.recorded_total += added
 
 
 def economy_steps(config: Config, economy: Economy | None = None) -> list[Step]:
