@@ -28,7 +28,7 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 
 try:
-    import atheris
+    import atheris  # type: ignore[import-untyped]
 except ImportError:  # pragma: no cover - depends on the machine
     atheris = None
 
