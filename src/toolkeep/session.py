@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from types import TracebackType
 from typing import Any
 
+from ._closing import Closing
 from .config import Config
 from .exceptions import FormatError
 from .formats import Format, _sdk, detect_format, get_format, resolve_format
@@ -22,7 +22,7 @@ from .workspace import Workspace
 __all__ = ["Session"]
 
 
-class Session:
+class Session(Closing):
     """One agent session's toolkeep state. Use it as a context manager::
 
         with toolkeep.Session() as session:
@@ -70,9 +70,7 @@ class Session:
         try:
             if self._engine is not None and fmt.per_message:
                 report = Report(format=fmt.name)
-                ctx = StepContext(
-                    fmt, self.config, self.workspace, self.store, report, memo=self.memo
-                )
+                ctx = StepContext(fmt, self.config, self.workspace, self.store, report, memo=self.memo)
                 return Prepared(self._engine.run(fmt, messages, self.steps, ctx), report)
             return run_pipeline(
                 messages,
@@ -106,8 +104,10 @@ class Session:
             ):
                 self._resolved = (request, base, fmt, len(messages), list(messages), objects)
                 return fmt
-        base = resolve_format(messages, format) if isinstance(format, Format) else (
-            detect_format(messages) if format == "auto" else get_format(format)
+        base = (
+            resolve_format(messages, format)
+            if isinstance(format, Format)
+            else (detect_format(messages) if format == "auto" else get_format(format))
         )
         fmt = resolve_format(messages, base)
         objects = fmt is not base
@@ -125,7 +125,9 @@ class Session:
             text = session.cap_result(call["id"], call["name"], run_tool(call))
         """
         steps = [s for s in self.steps if isinstance(s, ToolCaps)]
-        caps = steps[0] if steps else ToolCaps(default=self.config.default_tool_cap, caps=self.config.tool_caps)
+        caps = (
+            steps[0] if steps else ToolCaps(default=self.config.default_tool_cap, caps=self.config.tool_caps)
+        )
         if cap is not None:
             caps = ToolCaps(default=cap, caps={}, head=caps.head, tail=caps.tail)
         ctx = StepContext(get_format("anthropic"), self.config, self.workspace, self.store, Report())
@@ -137,7 +139,9 @@ class Session:
         """The answer to a ``recall`` or ``read_result`` call the model made; ``None`` for any
         other tool. Never raises for the model's mistakes: an unknown key or a refused path gets
         a sentence the model can act on."""
-        return handle_tool_call(name, arguments, store=self.store, workspace=self.workspace, config=self.config)
+        return handle_tool_call(
+            name, arguments, store=self.store, workspace=self.workspace, config=self.config
+        )
 
     def tool_definitions(self, format: str) -> list[Any]:
         """The ``recall`` and ``read_result`` tool definitions in ``format``'s tool schema."""
@@ -152,14 +156,3 @@ class Session:
         if self._owns_store:
             self.store.close()
         self.workspace.close()
-
-    def __enter__(self) -> Session:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()

@@ -24,8 +24,8 @@ import threading
 import unicodedata
 import weakref
 from pathlib import Path
-from types import TracebackType
 
+from ._closing import Closing
 from .exceptions import ReaderError, WorkspaceError
 from .shorten import archive_key, utf8_chunks
 
@@ -91,7 +91,7 @@ def atomic_write(path: Path, data: bytes | str) -> None:
         raise
 
 
-class Workspace:
+class Workspace(Closing):
     """A session directory; removed on :meth:`close` unless it is kept.
 
     ``Workspace()`` makes a new private directory under the system temp dir;
@@ -160,17 +160,6 @@ class Workspace:
         """Remove the directory (unless kept). Safe to call more than once."""
         self._closed = True
         self._finalizer()
-
-    def __enter__(self) -> Workspace:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         return f"Workspace({str(self.path)!r}, keep={self.keep})"

@@ -16,9 +16,9 @@ Each module imports its framework only when used, and says what to install when 
 from __future__ import annotations
 
 import importlib
-from types import ModuleType, TracebackType
-from typing import Self
+from types import ModuleType
 
+from .._closing import Closing
 from ..config import Config
 from ..session import Session
 
@@ -39,7 +39,7 @@ def require(module: str, extra: str, what: str) -> ModuleType:
         ) from exc
 
 
-class SessionOwner:
+class SessionOwner(Closing):
     """Holds a :class:`~toolkeep.Session`: the caller's (used as is, left open) or its own, made
     from ``config`` and closed (its workspace removed) on :meth:`close` or at the end of a
     ``with`` block."""
@@ -54,14 +54,3 @@ class SessionOwner:
         """Close the session (and remove its workspace) if this object made it."""
         if self._owns_session:
             self.session.close()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()

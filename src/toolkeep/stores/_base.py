@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass
 from types import TracebackType
 from typing import Any, Protocol, runtime_checkable
 
+from .._closing import Closing
 from ..exceptions import ConfigError, InvalidKeyError, StoreError
 from ..shorten import CHUNK_CHARS, utf8_chunks
 
@@ -189,7 +190,7 @@ class ArchiveStore(Protocol):
     ) -> None: ...
 
 
-class StoreBase:
+class StoreBase(Closing):
     """Limits, clock, counters and context-manager plumbing shared by the built-in stores."""
 
     backend = "base"
@@ -216,14 +217,3 @@ class StoreBase:
     def close(self) -> None:
         """Release what the store holds (nothing, by default)."""
         return None
-
-    def __enter__(self) -> Any:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
