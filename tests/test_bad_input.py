@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,7 @@ import toolkeep
 from toolkeep import DetectionError, FormatError, Session
 from toolkeep.shorten import CCR_MARKER_RE
 
-from .test_cli_core import one_error_line, run
+from .test_cli_core import TOOLKEEP, one_error_line, run
 
 CORPUS = Path(__file__).with_name("corpus")
 
@@ -222,12 +223,8 @@ def test_lone_surrogates_and_bad_bytes_on_the_command_line(tmp_path: Path) -> No
     assert result.returncode == 1 and err.count("\n") == 1 and "Traceback" not in err
 
 
-def run_bytes(*args: bytes) -> Any:
+def run_bytes(*args: bytes) -> subprocess.CompletedProcess[bytes]:
     """The CLI with arguments given as raw bytes (as a shell passes them)."""
-    import subprocess
-
-    from .test_cli_core import TOOLKEEP
-
     return subprocess.run([*(a.encode() for a in TOOLKEEP), *args], capture_output=True, timeout=120)
 
 
