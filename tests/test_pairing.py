@@ -401,3 +401,46 @@ def test_empty_assistant_between_turns_is_dropped_and_output_is_valid() -> None:
     assert toolkeep.validate(out, "anthropic") == []
     with toolkeep.Session() as session:
         assert session.prepare(history)[0] == out
+
+
+@pytest.mark.parametrize(
+    ("fmt", "message", "new_arguments", "read_back"),
+    [
+        (
+            "anthropic",
+            {
+                "role": "assistant",
+                "content": [{"type": "tool_use", "id": "a", "name": "Write", "input": {"c": "long"}}],
+            },
+            {"c": "short"},
+            lambda m: m["content"][0]["input"],
+        ),
+        (
+            "openai-chat",
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {"id": "a", "type": "function", "function": {"name": "w", "arguments": '{"c": "long"}'}}
+                ],
+            },
+            '{"c": "short"}',
+            lambda m: m["tool_calls"][0]["function"]["arguments"],
+        ),
+    ],
+)
+def test_changed_call_arguments_reach_the_output(
+    fmt: str, message: dict, new_arguments: object, read_back: object
+) -> None:
+    """A step that rewrites a call's arguments sees them in the dumped message, input untouched."""
+    from dataclasses import replace
+
+    from toolkeep.formats import get_format
+
+    adapter = get_format(fmt)
+    history = adapter.load([{"role": "user", "content": "x"}, message])
+    call = history[1].calls[0]
+    history[1] = history[1].with_parts([replace(call, arguments=new_arguments)])
+    dumped = adapter.dump(history)[1]
+    assert read_back(dumped) == new_arguments  # type: ignore[operator]
+    assert read_back(message) != new_arguments  # type: ignore[operator]

@@ -145,10 +145,11 @@ class AnthropicFormat(Format):
         if isinstance(p, OpaquePart):
             return p.raw
         if isinstance(p, ToolCallPart):
-            if p.raw is not None and p.raw.get("id") == p.id:
+            if p.raw is not None and p.raw.get("id") == p.id and p.raw.get("input") is p.arguments:
                 return p.raw
-            base = dict(p.raw) if p.raw is not None else {"type": "tool_use", "name": p.name, "input": {}}
+            base = dict(p.raw) if p.raw is not None else {"type": "tool_use", "name": p.name}
             base["id"] = p.id
+            base["input"] = p.arguments if p.arguments is not None else {}
             return base
         if not p.modified and p.raw is not None:
             return p.raw

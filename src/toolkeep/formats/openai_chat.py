@@ -125,14 +125,16 @@ class OpenAIChatFormat(Format):
 
     @staticmethod
     def _dump_call(p: ToolCallPart) -> Any:
-        if p.raw is not None and p.raw.get("id") == p.id:
+        function = p.raw.get("function") if p.raw is not None else None
+        old_arguments = function.get("arguments") if isinstance(function, Mapping) else None
+        if p.raw is not None and p.raw.get("id") == p.id and old_arguments is p.arguments:
             return p.raw
-        base = (
-            dict(p.raw)
-            if p.raw is not None
-            else {"type": "function", "function": {"name": p.name, "arguments": "{}"}}
-        )
+        base = dict(p.raw) if p.raw is not None else {"type": "function"}
         base["id"] = p.id
+        base["function"] = {
+            **(function if isinstance(function, Mapping) else {"name": p.name}),
+            "arguments": p.arguments if p.arguments is not None else "{}",
+        }
         return base
 
     def pack_results(self, results: list[ToolResultPart], rest: list[Message]) -> list[Message]:
