@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 import toolkeep
@@ -97,9 +97,11 @@ def test_prepare_on_mutated_histories(case: tuple[str, list[Any]], auto: bool, w
     with Session(Config(), workspace=workspace.path, store=store) as session:
         try:
             out, report = session.prepare(history, format="auto" if auto else name)
-        except ToolkeepError:
+        except ToolkeepError as exc:
+            event(f"refused: {type(exc).__name__}")
             assert history == before
             return
+        event("prepared")
         assert history == before
         no_new_violations(out, history, report.format)
         assert session.prepare(out, format=report.format)[0] == out
@@ -129,9 +131,11 @@ def test_each_step_alone(
         out, _ = run_pipeline(
             history, format=name, config=config, workspace=workspace, store=store, steps=[steps[step]]
         )
-    except ToolkeepError:
+    except ToolkeepError as exc:
+        event(f"refused: {type(exc).__name__}")
         assert history == before
         return
+    event("ran")
     assert history == before
     markers_recallable(out, history, store)
     if step == "repair_pairing":
