@@ -34,6 +34,8 @@ __all__ = ["detect_content_type", "detect_content_type_seed"]
 
 _SAMPLE_LINES = 120
 _SAMPLE_HEAD, _SAMPLE_TAIL = 8_000, 2_000
+_SOURCE_CHARS = 3_000
+_REPORT_CHARS = 2_000
 
 
 def detect_content_type_seed(text: str) -> str:
@@ -190,7 +192,7 @@ def _share(lines: list[str], pattern: re.Pattern[str]) -> float:
     return sum(1 for line in lines if pattern.search(line)) / len(lines)
 
 
-_NUMBERED = re.compile(r"^\s*\d+(?:\t|→|:\s|\s{2})")
+_NUMBERED = re.compile(r"^[ \t]*\d+(?:\t|→|:\s|\s{2})")
 _GREP = re.compile(r"^[^\s:]+:\d+[:-]")
 _TIMESTAMP = re.compile(
     r"^\W{0,2}(\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}|\d{2}:\d{2}:\d{2}[.,]\d+|"
@@ -203,8 +205,10 @@ _PATH_LINE = re.compile(r"^\.{0,2}/?[\w@.+-]+(?:/[\w@.+-]*)+/?$")
 _TREE_LINE = re.compile(r"^[│ \t]*[├└]──\s*\S|^[| \t]*[|`]-- \S")
 _LS_R_HEADER = re.compile(r"^\.{1,2}(?:/[^:\n]*)?:$")
 _BARE_NAME = re.compile(r"^[^\s/]+$")
-_LINT = re.compile(r"^\s*--> \S+:\d+:\d+|^\S+:\d+:\d+: [A-Z]{1,4}\d{2,4}\b|^(?:warning|error)(?:\[\w+\])?: ")
-_YAML_LINE = re.compile(r"^\s*(- )?[\w.-]+:(\s|$)")
+_LINT = re.compile(
+    r"^[ \t]*--> \S+:\d+:\d+|^\S+:\d+:\d+: [A-Z]{1,4}\d{2,4}\b|^(?:warning|error)(?:\[\w+\])?: "
+)
+_YAML_LINE = re.compile(r"^[ \t]*(- )?[\w.-]+:(\s|$)")
 _JAVA_FRAME = re.compile(r"^\s+at [\w$.<>]+\(.*\)$")
 
 
@@ -216,20 +220,30 @@ def _java_trace(text: str, lines: list[str]) -> bool:
     return sum(1 for line in lines if _JAVA_FRAME.match(line)) >= 3
 
 
+_REPORT_MARKERS = re.compile(
+    "|".join(
+        f"(?:{marker})"
+        for marker in (
+            r"=+ test session starts =+",
+            r"^=+ .*\b\d+ (passed|failed)",
+            r"\bTests run: \d+, Failures: \d+",
+            r"^(PASS|FAIL|ok|---\s(PASS|FAIL)):?\s",
+            r"^test result: (ok|FAILED)\.",
+            r"\b\d+ (passing|failing)\b",
+            r"^Ran \d+ tests? in ",
+            # vitest / jest
+            r"^[ \t]*Test (?:Files|Suites):?\s+.*\d+ (?:passed|failed)",
+            r"^[ \t]*[✓×❯] \S+\.(?:test|spec)\.[jt]sx? \(\d+ tests?",
+        )
+    ),
+    re.MULTILINE,
+)
+
+
 def _test_report(text: str, lines: list[str]) -> bool:
-    markers = (
-        r"=+ test session starts =+",
-        r"^=+ .*\b\d+ (passed|failed)",
-        r"\bTests run: \d+, Failures: \d+",
-        r"^(PASS|FAIL|ok|---\s(PASS|FAIL)):?\s",
-        r"^test result: (ok|FAILED)\.",
-        r"\b\d+ (passing|failing)\b",
-        r"^Ran \d+ tests? in ",
-        # vitest / jest
-        r"^\s*Test (?:Files|Suites):?\s+.*\d+ (?:passed|failed)",
-        r"^\s*[✓×❯] \S+\.(?:test|spec)\.[jt]sx? \(\d+ tests?",
-    )
-    return any(re.search(p, text, re.MULTILINE) for p in markers)
+    # a report announces itself at the start and sums up at the end
+    ends = text if len(text) <= 2 * _REPORT_CHARS else text[:_REPORT_CHARS] + "\n" + text[-_REPORT_CHARS:]
+    return _REPORT_MARKERS.search(ends) is not None
 
 
 def _html(text: str, lines: list[str]) -> bool:
@@ -299,7 +313,8 @@ def _source(patterns: tuple[str, ...], needed: int = 2) -> Callable[[str, list[s
     compiled = [re.compile(p, re.MULTILINE) for p in patterns]
 
     def rule(text: str, lines: list[str]) -> bool:
-        return sum(1 for p in compiled if p.search(text)) >= needed
+        head = text[:_SOURCE_CHARS]  # a file's first lines name its language; the rest only costs
+        return sum(1 for p in compiled if p.search(head)) >= needed
 
     return rule
 
@@ -314,20 +329,20 @@ _RULES: tuple[tuple[str, Callable[[str, list[str]], bool]], ...] = (
     ("grep output", _grep),
     ("log", _log),
     ("directory listing", _listing),
-    ("Rust source", _source((r"\bfn \w+", r"\blet (mut )?\w+", r"\bimpl\b", r"^\s*use \w+::",
-                             r"^\s*#\[derive\(", r"^\s*pub (struct|enum|fn|mod) \w+"))),
+    ("Rust source", _source((r"\bfn \w+", r"\blet (mut )?\w+", r"\bimpl\b", r"^[ \t]*use \w+::",
+                             r"^[ \t]*#\[derive\(", r"^[ \t]*pub (struct|enum|fn|mod) \w+"))),
     ("Java source", _source((r"\b(public|private|protected) (static )?[\w<>\[\]]+ \w+\(",
                              r"^import java", r"\bclass \w+", r"@Override"))),
     ("C/C++ source", _source((r"^#include [<\"]", r"\bint main\(", r"\b(struct|typedef) \w+",
                               r"^#define "))),
     ("TypeScript source", _source((r"^(export )?interface \w+", r"\w\??: (string|number|boolean)\b",
-                                   r"^export (type|enum) \w+", r"^\s*\w+\??: [\w.<>\[\]| ]+;\s*$"), 2)),
+                                   r"^export (type|enum) \w+", r"^[ \t]*\w+\??: [\w.<>\[\]| ]+;\s*$"), 2)),
     # Python without a def line (models, constants, a slice of a file): imports, classes, self.
     ("Python source", _source((r"^(from [\w.]+ import \S|import [\w.]+( as \w+)?$)",
-                               r"^\s*class \w+(\([^)]*\))?:\s*$", r"\bself\.\w+", r'^\s*"""',
-                               r"^\s*(if|elif|for|while|with|except)\b[^\n;{]*:\s*(#.*)?$"), 2)),
-    ("shell script", _source((r"^#!/(usr/)?bin/(env )?(ba|z)?sh", r"^\s*(if|for) .*; (then|do)"), 1)),
+                               r"^[ \t]*class \w+(\([^)]*\))?:\s*$", r"\bself\.\w+", r'^[ \t]*"""',
+                               r"^[ \t]*(if|elif|for|while|with|except)\b[^\n;{]*:\s*(#.*)?$"), 2)),
+    ("shell script", _source((r"^#!/(usr/)?bin/(env )?(ba|z)?sh", r"^[ \t]*(if|for) .*; (then|do)"), 1)),
     ("YAML", _yaml),
-    ("Markdown", _source((r"^#{1,6} \S", r"^\s*[-*] \S", r"\[[^\]]+\]\([^)]+\)|^```"), 2)),
+    ("Markdown", _source((r"^#{1,6} \S", r"^[ \t]*[-*] \S", r"\[[^\]]+\]\([^)]+\)|^```"), 2)),
     ("CSV", _csv),
 )  # fmt: skip
