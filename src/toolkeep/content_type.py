@@ -309,12 +309,21 @@ def _yaml(text: str, lines: list[str]) -> bool:
     )
 
 
-def _source(patterns: tuple[str, ...], needed: int = 2) -> Callable[[str, list[str]], bool]:
-    compiled = [re.compile(p, re.MULTILINE) for p in patterns]
+def _source(patterns: tuple[tuple[tuple[str, ...], str], ...], needed: int = 2) -> Callable[[str, list[str]], bool]:
+    """A rule that holds when ``needed`` of ``patterns`` match. Each pattern comes with literals
+    one of which any match contains: where none is in the text, the regex is not run (C-speed
+    ``in`` against a regex scan per pattern: summaries are made on the agent's hot path)."""
+    compiled = [(hints, re.compile(p, re.MULTILINE)) for hints, p in patterns]
 
     def rule(text: str, lines: list[str]) -> bool:
         head = text[:_SOURCE_CHARS]  # a file's first lines name its language; the rest only costs
-        return sum(1 for p in compiled if p.search(head)) >= needed
+        found = 0
+        for hints, pattern in compiled:
+            if any(h in head for h in hints) and pattern.search(head):
+                found += 1
+                if found >= needed:
+                    return True
+        return False
 
     return rule
 
@@ -329,20 +338,32 @@ _RULES: tuple[tuple[str, Callable[[str, list[str]], bool]], ...] = (
     ("grep output", _grep),
     ("log", _log),
     ("directory listing", _listing),
-    ("Rust source", _source((r"\bfn \w+", r"\blet (mut )?\w+", r"\bimpl\b", r"^[ \t]*use \w+::",
-                             r"^[ \t]*#\[derive\(", r"^[ \t]*pub (struct|enum|fn|mod) \w+"))),
-    ("Java source", _source((r"\b(public|private|protected) (static )?[\w<>\[\]]+ \w+\(",
-                             r"^import java", r"\bclass \w+", r"@Override"))),
-    ("C/C++ source", _source((r"^#include [<\"]", r"\bint main\(", r"\b(struct|typedef) \w+",
-                              r"^#define "))),
-    ("TypeScript source", _source((r"^(export )?interface \w+", r"\w\??: (string|number|boolean)\b",
-                                   r"^export (type|enum) \w+", r"^[ \t]*\w+\??: [\w.<>\[\]| ]+;\s*$"), 2)),
+    ("Rust source", _source(((("fn ",), r"\bfn \w+"), (("let ",), r"\blet (mut )?\w+"),
+                             (("impl",), r"\bimpl\b"), (("use ",), r"^[ \t]*use \w+::"),
+                             (("#[derive(",), r"^[ \t]*#\[derive\("),
+                             (("pub ",), r"^[ \t]*pub (struct|enum|fn|mod) \w+")))),
+    ("Java source", _source(((("public ", "private ", "protected "),
+                              r"\b(public|private|protected) (static )?[\w<>\[\]]+ \w+\("),
+                             (("import java",), r"^import java"), (("class ",), r"\bclass \w+"),
+                             (("@Override",), r"@Override")))),
+    ("C/C++ source", _source(((("#include",), r"^#include [<\"]"), (("int main(",), r"\bint main\("),
+                              (("struct ", "typedef "), r"\b(struct|typedef) \w+"),
+                              (("#define ",), r"^#define ")))),
+    ("TypeScript source", _source(((("interface ",), r"^(export )?interface \w+"),
+                                   ((": string", ": number", ": boolean"),
+                                    r"\w\??: (string|number|boolean)\b"),
+                                   (("export type", "export enum"), r"^export (type|enum) \w+"),
+                                   ((";",), r"^[ \t]*\w+\??: [\w.<>\[\]| ]+;\s*$")), 2)),
     # Python without a def line (models, constants, a slice of a file): imports, classes, self.
-    ("Python source", _source((r"^(from [\w.]+ import \S|import [\w.]+( as \w+)?$)",
-                               r"^[ \t]*class \w+(\([^)]*\))?:\s*$", r"\bself\.\w+", r'^[ \t]*"""',
-                               r"^[ \t]*(if|elif|for|while|with|except)\b[^\n;{]*:\s*(#.*)?$"), 2)),
-    ("shell script", _source((r"^#!/(usr/)?bin/(env )?(ba|z)?sh", r"^[ \t]*(if|for) .*; (then|do)"), 1)),
+    ("Python source", _source(((("import ",), r"^(from [\w.]+ import \S|import [\w.]+( as \w+)?$)"),
+                               (("class ",), r"^[ \t]*class \w+(\([^)]*\))?:\s*$"),
+                               (("self.",), r"\bself\.\w+"), (('"""',), r'^[ \t]*"""'),
+                               (("if ", "elif ", "for ", "while ", "with ", "except"),
+                                r"^[ \t]*(if|elif|for|while|with|except)\b[^\n;{]*:\s*(#.*)?$")), 2)),
+    ("shell script", _source(((("#!/",), r"^#!/(usr/)?bin/(env )?(ba|z)?sh"),
+                              (("; then", "; do"), r"^[ \t]*(if|for) .*; (then|do)")), 1)),
     ("YAML", _yaml),
-    ("Markdown", _source((r"^#{1,6} \S", r"^[ \t]*[-*] \S", r"\[[^\]]+\]\([^)]+\)|^```"), 2)),
+    ("Markdown", _source(((("#",), r"^#{1,6} \S"), (("- ", "* "), r"^[ \t]*[-*] \S"),
+                          (("](", "```"), r"\[[^\]]+\]\([^)]+\)|^```")), 2)),
     ("CSV", _csv),
 )  # fmt: skip
