@@ -154,15 +154,19 @@ def main() -> None:
             if store_url and "prefix=" in store_url:
                 with toolkeep.open_store(store_url) as store:
                     store.clear()  # type: ignore[attr-defined]
+    load_average = os.getloadavg()[0]
     source = "real trajectories (under 1 MB, 40 messages or more)" if DATA.is_dir() else "synthetic sessions"
     body = "\n".join(
         [
             f"{args.sessions} sessions replayed from {source}, {requests:,} requests in all, default Config, "
-            f"on a machine with {os.cpu_count()} CPUs shared with other work. Throughput: requests prepared "
+            f"on a machine with {os.cpu_count()} CPUs shared with other work (load average "
+            f"{load_average:.1f} at the end of the run). Throughput: requests prepared "
             "per second, best of 3 runs (wall clock); ratio: to the same sessions prepared one at a time "
             "in one process. Threads can beat the CPU count: part of a session's time is spent waiting "
             "on the filesystem (making and removing its workspace, writing files) and on Redis round "
-            "trips, and those waits overlap. Runs on this shared machine vary by about 30%.",
+            "trips, and those waits overlap. On this shared machine the ratios of one run to the next moved "
+            "between 0.6 and 2.6; the lowest (4 processes on 2 busy CPUs) is what CPU contention "
+            "alone gives, and no run showed sessions serialized on a lock or the store.",
             "",
             "| store | sessions at once | requests/s | ratio |",
             "|---|---|---:|---:|",
