@@ -334,3 +334,18 @@ def test_hundred_thousand_messages(session: Session) -> None:
     assert report.summarized == 50 and report.repairs == []
     keys = CCR_MARKER_RE.findall(json.dumps(out[1:20_000]))
     assert keys and all(session.recall(k) == "x" * 4_000 for k in set(keys))
+
+
+def test_huge_bad_value_gives_a_short_error(tmp_path: Path) -> None:
+    """A 1 MB role is quoted by head and tail only: the error (API) and the CLI line stay short."""
+    messages = [{"role": "x" * 1_000_000, "content": "hi"}]
+    with pytest.raises(FormatError) as caught:
+        Session(workspace=tmp_path / "api").prepare(messages, format="anthropic")
+    assert caught.value.index == 0 and caught.value.field == "role"
+    assert 500 < len(str(caught.value)) < 1_100 and "chars ...]" in str(caught.value)
+    source = tmp_path / "big-role.json"
+    source.write_text(json.dumps(messages))
+    line = one_error_line(
+        run("prepare", str(source), "--format", "anthropic", "--workspace", str(tmp_path / "w"))
+    )
+    assert len(line) < 1_200 and "message 0, field 'role'" in line

@@ -44,7 +44,13 @@ class ConfigError(ToolkeepError, ValueError):
 class FormatError(ToolkeepError, ValueError):
     """A history does not have the shape of its format."""
 
+    MAX_CHARS = 1_000
+    """A message quoting a huge bad value (a 1 MB role) keeps its head and tail only."""
+
     def __init__(self, message: str, *, index: int | None = None, field: str | None = None) -> None:
+        if len(message) > self.MAX_CHARS:
+            cut = len(message) - 800
+            message = f"{message[:600]} [... {cut:,} chars ...] {message[-200:]}"
         where = ""
         if index is not None:
             where = f"message {index}"
