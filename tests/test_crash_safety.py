@@ -259,3 +259,18 @@ def test_redis_client_killed_mid_put(redis_url: str) -> None:
             assert int(client.hget(store.keys[3], "bytes") or 0) == sum(sizes.values())
         finally:
             store.clear()
+
+
+def test_stale_temp_files_are_swept_when_a_workspace_is_reused(tmp_path: Path) -> None:
+    """A temp file a killed process left an hour ago goes when the workspace is opened again;
+    a recent one (perhaps a write in progress in another process) stays."""
+    ws = tmp_path / "ws"
+    Session(workspace=ws).close()
+    kill_when_paused([sys.executable, "-c", HOOKED, "half", "persist", str(ws)])
+    (old,) = ws.rglob(".tmp-*")
+    recent = old.with_name(".tmp-1-1-budget_x_0123456789abcdef.txt")
+    recent.write_bytes(b"partial")
+    an_hour_ago = time.time() - 3_601
+    os.utime(old, (an_hour_ago, an_hour_ago))
+    Session(workspace=ws).close()
+    assert not old.exists() and recent.exists()

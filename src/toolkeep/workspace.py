@@ -21,6 +21,7 @@ import shutil
 import stat
 import tempfile
 import threading
+import time
 import unicodedata
 import weakref
 from pathlib import Path
@@ -114,6 +115,8 @@ class Workspace(Closing):
                 (self.path / sub).mkdir(mode=0o700, exist_ok=True)
         except OSError as exc:
             raise WorkspaceError(f"cannot create session workspace at {path}: {exc}") from exc
+        if path is not None:
+            _sweep_stale_writes(self.path)
         self._closed = False
         self._finalizer = weakref.finalize(self, _remove, self.path, self.keep)
         atexit.register(self._finalizer)
@@ -163,6 +166,21 @@ class Workspace(Closing):
 
     def __repr__(self) -> str:
         return f"Workspace({str(self.path)!r}, keep={self.keep})"
+
+
+STALE_WRITE_SECONDS = 3_600
+"""A ``.tmp-*`` file untouched this long was left by a killed process, not a write in progress."""
+
+
+def _sweep_stale_writes(root: Path) -> None:
+    """Remove the temp files killed processes left in a reused workspace (see :func:`atomic_write`)."""
+    cutoff = time.time() - STALE_WRITE_SECONDS
+    for sub in ("tool-results", "archive"):
+        with contextlib.suppress(OSError):
+            for entry in os.scandir(root / sub):
+                if entry.name.startswith(TMP_PREFIX) and entry.stat(follow_symlinks=False).st_mtime < cutoff:
+                    with contextlib.suppress(OSError):
+                        os.unlink(entry.path)
 
 
 def _remove(path: Path, keep: bool) -> None:
