@@ -33,7 +33,7 @@ from .report import Report
 from .steps import MISSING, Step, StepContext
 from .steps.pairing import survives_pruning
 
-__all__ = ["BlockEngine", "fingerprint", "is_block_local"]
+__all__ = ["BlockEngine", "common_prefix", "fingerprint", "is_block_local"]
 
 
 def fingerprint(raw: Any) -> Any:
@@ -51,6 +51,18 @@ def fingerprint(raw: Any) -> Any:
             value = tuple([tuple(b.items()) if type(b) is dict else b for b in value])
         out.append((key, value))
     return tuple(out)
+
+
+def common_prefix(previous: list[Any], messages: Sequence[Any]) -> int:
+    """How many leading messages of ``messages`` are the very objects of ``previous``.
+
+    The usual case (the same list, grown) is one C-speed comparison: identical objects compare
+    equal without being looked into."""
+    n = min(len(previous), len(messages))
+    head = messages[:n] if isinstance(messages, list) else list(messages[:n])
+    if (previous if n == len(previous) else previous[:n]) == head:
+        return n
+    return next((i for i, (a, b) in enumerate(zip(previous, messages, strict=False)) if a is not b), n)
 
 
 def is_block_local(steps: Sequence[Step]) -> bool:
@@ -92,7 +104,6 @@ class BlockEngine:
 
     def __init__(self) -> None:
         self._format: Format | None = None
-        self._inputs: list[Any] = []
         self._fingerprints: list[tuple[Any, Any, Message]] = []
         self._blocks: list[_Block] = []
         self._out: list[Any] = []
@@ -105,12 +116,27 @@ class BlockEngine:
         self._ends: list[int] = []
         self._cum_calls: list[int] = []
 
-    def run(self, fmt: Format, messages: Sequence[Any], steps: Sequence[Step], ctx: StepContext) -> list[Any]:
-        """The provider messages to send for ``messages``; fills ``ctx.report``."""
+    def run(
+        self, fmt: Format, messages: Sequence[Any], steps: Sequence[Step], ctx: StepContext, same: int
+    ) -> list[Any]:
+        """The provider messages to send for ``messages``; fills ``ctx.report``.
+
+        ``same``: how many leading messages are the very objects of the last request
+        (:func:`common_prefix`). State is updated in place; a failure resets it.
+        """
         if fmt is not self._format:
             self.__init__()  # type: ignore[misc]
             self._format = fmt
-        keep = self._reusable_blocks(messages)
+        try:
+            return self._run(fmt, messages, steps, ctx, same)
+        except BaseException:
+            self.__init__()  # type: ignore[misc]
+            raise
+
+    def _run(
+        self, fmt: Format, messages: Sequence[Any], steps: Sequence[Step], ctx: StepContext, same: int
+    ) -> list[Any]:
+        keep = self._reusable_blocks(same)
         horizon = max((s.age_horizon(ctx) for s in steps if hasattr(s, "age_horizon")), default=0)
         age_steps = [s for s in steps if hasattr(s, "age_key")]
 
@@ -119,7 +145,11 @@ class BlockEngine:
 
         tail_start = self._blocks[keep].start if keep < len(self._blocks) else 0
         history = self._load(fmt, messages, tail_start)
-        blocks = self._blocks[:keep]
+        seen = self._seen
+        for dropped in self._blocks[keep:]:
+            seen.difference_update(dropped.call_ids_out)
+        blocks = self._blocks
+        del blocks[keep:]
         # ages count the assistant messages pairing keeps, as a whole-history run sees them
         kept_calls = self._cum_calls[keep - 1] if keep else 0
         bounds = [i for i, m in enumerate(history) if m.role == "assistant" and i > 0]
@@ -130,9 +160,6 @@ class BlockEngine:
             for lo, hi in zip(bounds, ends, strict=True)
         ]
         assistants = kept_calls + sum(counted)
-        seen = self._seen
-        for b in self._blocks[keep:]:
-            seen.difference_update(b.call_ids_out)
 
         # kept blocks whose age moved them to another tier: keys are monotone in age, so walking
         # back from the newest, the first block settled past the horizon ends the walk
@@ -166,20 +193,11 @@ class BlockEngine:
                 )
             )
             call_index += is_call
-        self._commit(messages, blocks, first_changed, ctx.report)
+        self._commit(blocks, first_changed, ctx.report)
         return list(self._out)
 
-    def _reusable_blocks(self, messages: Sequence[Any]) -> int:
-        """How many of the last request's blocks stand unchanged at the head of ``messages``."""
-        previous = self._inputs
-        n = min(len(previous), len(messages))
-        head = messages[:n] if isinstance(messages, list) else list(messages[:n])
-        if previous[:n] == head:  # C-speed; identical objects compare equal at once
-            same = n
-        else:
-            same = next(
-                (i for i, (a, b) in enumerate(zip(previous, messages, strict=False)) if a is not b), n
-            )
+    def _reusable_blocks(self, same: int) -> int:
+        """How many of the last request's blocks lie within its first ``same`` messages."""
         # the last block always reruns: new messages may belong to it; so does every block from
         # the first one whose output could not be saved, to retry the save
         limit = min(len(self._blocks) - 1, self._first_failed)
@@ -197,7 +215,8 @@ class BlockEngine:
                 loaded.append(entry)
             else:
                 loaded.append((raw, fp, fmt.load_message(i, raw)))
-        self._fingerprints = self._fingerprints[:start] + loaded
+        del self._fingerprints[start:]
+        self._fingerprints.extend(loaded)
         return [m for _, _, m in loaded]
 
     def _neutral(self, start: int, end: int) -> History:
@@ -256,50 +275,36 @@ class BlockEngine:
             report,
         )
 
-    def _commit(
-        self, messages: Sequence[Any], blocks: list[_Block], first_changed: int, report: Report
-    ) -> None:
-        """Remember this request and fill ``report``, touching only blocks from ``first_changed``."""
-        out = (
-            self._out[: self._out_starts[first_changed]]
-            if first_changed < len(self._out_starts)
-            else list(self._out)
-        )
-        starts = self._out_starts[:first_changed]
-        cum = self._cum[:first_changed]
-        cum_repairs = self._cum_repairs[:first_changed]
-        repairs = self._repairs[: cum_repairs[-1]] if cum_repairs else []
-        totals = list(cum[-1]) if cum else [0] * len(_COUNTERS)
-        for b in blocks[first_changed:]:
-            starts.append(len(out))
-            out.extend(b.messages)
-            repairs.extend(b.report.repairs)
+    def _commit(self, blocks: list[_Block], first_changed: int, report: Report) -> None:
+        """Remember this request and fill ``report``, touching only blocks from ``first_changed``.
+
+        Everything is truncated and extended in place: a request costs what changed, not a copy
+        of the whole history's bookkeeping."""
+        changed = blocks[first_changed:]
+        out_end = self._out_starts[first_changed] if first_changed < len(self._out_starts) else len(self._out)
+        for kept in (self._out_starts, self._cum, self._cum_repairs, self._ends, self._cum_calls):
+            del kept[first_changed:]
+        del self._out[out_end:]
+        del self._repairs[self._cum_repairs[-1] if self._cum_repairs else 0 :]
+        totals = list(self._cum[-1]) if self._cum else [0] * len(_COUNTERS)
+        calls = self._cum_calls[-1] if self._cum_calls else 0
+        for b in changed:
+            self._out_starts.append(len(self._out))
+            self._out.extend(b.messages)
+            self._repairs.extend(b.report.repairs)
             for n, name in enumerate(_COUNTERS):
                 totals[n] += getattr(b.report, name)
-            cum.append(tuple(totals))
-            cum_repairs.append(len(repairs))
-        self._inputs = list(messages)
-        self._blocks = blocks
-        self._out, self._out_starts, self._cum, self._cum_repairs, self._repairs = (
-            out,
-            starts,
-            cum,
-            cum_repairs,
-            repairs,
-        )
-        report.repairs = list(repairs)
+            self._cum.append(tuple(totals))
+            self._cum_repairs.append(len(self._repairs))
+            self._ends.append(b.end)
+            calls += b.is_call
+            self._cum_calls.append(calls)
+        report.repairs = list(self._repairs)
         for n, name in enumerate(_COUNTERS):
             setattr(report, name, totals[n])
-        report.save_errors = [e for b in blocks[first_changed:] for e in b.report.save_errors]
-        failed = [n for n in range(first_changed, len(blocks)) if blocks[n].report.save_errors]
+        report.save_errors = [e for b in changed for e in b.report.save_errors]
+        failed = [first_changed + n for n, b in enumerate(changed) if b.report.save_errors]
         self._first_failed = failed[0] if failed else len(blocks)
-        self._ends = self._ends[:first_changed] + [b.end for b in blocks[first_changed:]]
-        calls = self._cum_calls[:first_changed]
-        count = calls[-1] if calls else 0
-        for b in blocks[first_changed:]:
-            count += b.is_call
-            calls.append(count)
-        self._cum_calls = calls
 
 
 def _result_chars(history: History) -> int:

@@ -10,7 +10,7 @@ from ._closing import Closing
 from .config import Config
 from .exceptions import FormatError
 from .formats import Format, _sdk, detect_format, get_format, resolve_format
-from .incremental import BlockEngine, is_block_local
+from .incremental import BlockEngine, common_prefix, is_block_local
 from .messages import ToolResultPart
 from .pipeline import Prepared, build_steps, run_pipeline
 from .recall import handle_tool_call, tool_definitions
@@ -56,7 +56,8 @@ class Session(Closing):
         self.steps = build_steps(self.config)
         self.memo = Memo()
         self._engine = BlockEngine() if is_block_local(self.steps) else None
-        self._resolved: tuple[str | Format, Format, Format, int, list[Any], bool] | None = None
+        self._resolved: tuple[str | Format, Format, Format, int, bool] | None = None
+        self._last: list[Any] = []
 
     def prepare(self, messages: Sequence[Any], format: str | Format = "auto") -> Prepared:
         """The history to send and a report; ``messages`` is never mutated.
@@ -66,12 +67,14 @@ class Session(Closing):
         """
         if not isinstance(messages, (list, tuple)):
             raise FormatError(f"a history is a list of messages, got {type(messages).__name__}")
-        fmt = self._format(messages, format)
+        same = common_prefix(self._last, messages)
+        self._last = list(messages)
+        fmt = self._format(messages, format, same)
         try:
             if self._engine is not None and fmt.per_message:
                 report = Report(format=fmt.name)
                 ctx = StepContext(fmt, self.config, self.workspace, self.store, report, memo=self.memo)
-                return Prepared(self._engine.run(fmt, messages, self.steps, ctx), report)
+                return Prepared(self._engine.run(fmt, messages, self.steps, ctx, same), report)
             return run_pipeline(
                 messages,
                 format=fmt,
@@ -84,25 +87,23 @@ class Session(Closing):
         finally:
             self.memo.end_run()
 
-    def _format(self, messages: Sequence[Any], format: str | Format) -> Format:
+    def _format(self, messages: Sequence[Any], format: str | Format, same: int) -> Format:
         """The format to use, looking only at what is new since the last request.
 
         Detection (``auto``) and the check for SDK objects read every message; a session reads
-        each message once: while the history starts with the same first message and only grows,
-        the new messages are checked against the format already chosen.
+        each message once: while the first ``same`` messages are those it already read (the same
+        objects), only the new ones are checked against the format already chosen.
         """
         cached = self._resolved
-        if cached is not None and messages and len(messages) >= cached[3]:
-            request, base, fmt, scanned, previous, objects = cached
+        if cached is not None and messages and same >= cached[3]:
+            request, base, fmt, scanned, objects = cached
             new = messages[scanned:]
-            # C-speed: the same message objects as last time, then only ``new`` needs a look
-            same = request == format and list(messages[:scanned]) == previous
             if (
-                same
+                request == format
                 and (objects or not _sdk.has_objects(new))
                 and (format != "auto" or not new or base.detect(_sdk.plain_view(new)) > 0)
             ):
-                self._resolved = (request, base, fmt, len(messages), list(messages), objects)
+                self._resolved = (request, base, fmt, len(messages), objects)
                 return fmt
         base = (
             resolve_format(messages, format)
@@ -111,7 +112,7 @@ class Session(Closing):
         )
         fmt = resolve_format(messages, base)
         objects = fmt is not base
-        self._resolved = (format, base, fmt, len(messages), list(messages), objects) if messages else None
+        self._resolved = (format, base, fmt, len(messages), objects) if messages else None
         return fmt
 
     def cap_result(self, call_id: str, tool_name: str | None, text: str, *, cap: int | None = None) -> str:
