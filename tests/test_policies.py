@@ -135,7 +135,16 @@ class TestEconomyStability:
     def test_a_shortened_result_only_ever_moves_to_a_shorter_tier(self) -> None:
         """Across requests, each result's text is either unchanged or replaced by a shorter form."""
         outputs = economy_run(
-            session_of(self.turns()), Economy(clear_at_least=500, min_horizon=2, horizon_share=1.0)
+            session_of(self.turns()),
+            Economy(
+                clear_at_least=500,
+                min_horizon=2,
+                horizon_share=1.0,
+                risk=0.3,
+                trim_age=2,
+                summary_age=6,
+                read_factor=1,
+            ),
         )
         seen: dict[str, list[str]] = {}
         for out in outputs:
@@ -224,7 +233,7 @@ class TestEconomyBatching:
     def test_batch_over_clear_at_least_is_applied_together(self) -> None:
         """Once pending moves free enough, they are made in the same request."""
         economy = Economy(
-            clear_at_least=int(self.freed() * 0.9), min_horizon=1_000, trim_age=3, summary_age=99
+            clear_at_least=int(self.freed() * 0.9), min_horizon=1_000, trim_age=3, summary_age=99, risk=0.3
         )
         outputs = economy_run(self.history(), economy)
         changed_at = []
@@ -245,10 +254,21 @@ class TestEconomyBatching:
     def test_risk_bounds_the_first_batch(self) -> None:
         """With no risk allowed and nothing saved yet, a batch that would pay later is never made."""
         history = self.history()
-        free = Economy(clear_at_least=1, min_horizon=1_000, trim_age=3, summary_age=99)
+        free = Economy(clear_at_least=1, min_horizon=1_000, trim_age=3, summary_age=99, risk=0.3)
         assert texts(economy_run(history, free)[-1]) != texts(history[:-1])
         none = Economy(clear_at_least=1, min_horizon=1_000, trim_age=3, summary_age=99, risk=0.0)
         assert texts(economy_run(history, none)[-1]) == texts(history[:-1])
+
+    def test_new_messages_are_no_part_of_the_rewrite_cost(self) -> None:
+        """A result due at age 1 moves even when the newest result is huge: that one is written
+        at full price with or without the move, so it does not count against the rewrite."""
+        big = "PASSED line\n" * 666
+        turns = [("bash", {"command": "pytest"}, big), ("bash", {"command": "ls"}, "f\n" * 100_000)]
+        economy = Economy(risk=1.0, min_horizon=6)
+        last = economy_run(session_of(turns), economy)[-1]
+        assert len(texts(last)["toolu_000"]) < len(big) // 2
+        # the same move with the newest result priced as rewritten would cost more than it saves
+        assert 0.1 * len(big) * (economy.min_horizon + 1) < 1.15 * 200_000
 
 
 class TestEconomyPreservation:
@@ -258,9 +278,22 @@ class TestEconomyPreservation:
         passing = "collected 3 items\n" + "x\n" * 3_000 + "3 passed in 0.1s\n"
         turns = [("bash", {"command": "pytest"}, failing), ("bash", {"command": "pytest"}, passing)]
         turns += [("bash", {"command": "ls"}, "ok") for _ in range(6)]
-        out = economy_run(session_of(turns), Economy(batch=False, trim_age=3, failure_factor=3))[-1]
+        out = economy_run(
+            session_of(turns), Economy(batch=False, trim_age=3, summary_age=6, failure_factor=3)
+        )[-1]
         assert texts(out)["toolu_000"] == failing
         assert len(texts(out)["toolu_001"]) < len(passing)
+
+    def test_reads_stay_longer_than_executions(self) -> None:
+        """A file read stays whole at an age where an execution's output is summarized."""
+        text = source(60)
+        turns = [("bash", {"command": "python app.py"}, text), ("bash", {"command": "cat app.py"}, text)]
+        turns += [("bash", {"command": "ls"}, "ok")]
+        out = economy_run(session_of(turns), Economy(batch=False))[-1]
+        assert texts(out)["toolu_000"].startswith("[Old tool result cleared -- ")  # age 2, due at 1
+        assert texts(out)["toolu_001"] == text  # age 1, due at 2
+        out = economy_run(session_of(turns), Economy(batch=False, read_factor=1))[-1]
+        assert texts(out)["toolu_001"] != text
 
     def test_superseded_read_goes_first(self) -> None:
         """Reading the same file again shortens the older read at once, the newer stays whole."""

@@ -72,18 +72,26 @@ class Economy:
     """Requests a batch is assumed to serve at least..."""
     horizon_share: float = 0.25
     """...else this share of the requests made so far (a session that has run long runs on)."""
-    risk: float = 0.3
+    risk: float = 0.02
     """A batch may cost the request that makes it no more than what the policy has saved so far
     plus this share of what the session has cost unmanaged (bounds the loss of a session that
     ends right after a batch)."""
     min_chars: int = 1_200
     """Results no longer than this are never shortened."""
-    trim_age: int = 2
-    summary_age: int = 6
+    trim_age: int = 1
+    summary_age: int = 1
+    """Ages (in requests; 0 is the request a result first appears in) at which a result is due
+    for its trimmed and summary forms. At age 1 the agent has seen it whole once, and the rewrite
+    it causes is shortest: only the messages after it, one turn. So by default a result goes
+    straight to its summary (with the names index) at age 1, and the trimmed tier serves only
+    configurations with ``trim_age < summary_age``."""
     smart: bool = True
     """Classify shell commands, keep failures longer, shorten superseded reads first."""
     failure_factor: int = 3
     """Failures and errors move to each tier this many times later."""
+    read_factor: int = 2
+    """Reads of files (whose contents the agent goes on to edit or rewrite) move to each tier
+    this many times later; output of executions and searches is usually consulted once."""
     previews: bool = True
     """Content-aware forms with a names index (else SPEC's head+tail and one-line summary)."""
     trim_chars: int = 2_000
@@ -199,6 +207,8 @@ class EconomyCompactor:
         if item.superseded:
             return 2
         factor = e.failure_factor if item.failure else 1
+        if item.kind == "read" and e.smart:
+            factor = max(factor, e.read_factor)
         if age >= e.summary_age * factor:
             return 2
         if age >= e.trim_age * factor:
@@ -231,10 +241,19 @@ class EconomyCompactor:
             grown = len(fold.message_chars)
             grow_chars(fold.message_chars, history, assistants[n])
             added = sum(fold.message_chars[grown:])
-            moves = self._decide(
-                fold.active, fold.message_chars, n, assistants[n], ctx, self._allowance(fold)
+            # what the caps and budget cut from the new results on entry: saved already
+            cut = sum(
+                len(i.obj.full_text) - len(i.obj.text) for i, _ in new if isinstance(i.obj, ToolResultPart)
             )
-            self._account(fold, moves, added, ctx)
+            moves = self._decide(
+                fold.active,
+                fold.message_chars,
+                n,
+                assistants[n - 1] if n else 0,
+                ctx,
+                self._allowance(fold),
+            )
+            self._account(fold, moves, added, cut, ctx)
             fold.boundaries = n + 1
         fold.prints = prints[: assistants[-1]] if assistants else []
         # the request being prepared now is decided on the side: the next history may not
@@ -250,7 +269,13 @@ class EconomyCompactor:
         tiers = dict(
             (id(item), want)
             for item, want in self._decide(
-                active, chars, len(assistants), len(history), ctx, self._allowance(fold), superseded
+                active,
+                chars,
+                len(assistants),
+                assistants[-1] if assistants else 0,
+                ctx,
+                self._allowance(fold),
+                superseded,
             )
         )
         return self._render(history, fold.items + [item for item, _ in trailing], tiers, ctx)
@@ -339,14 +364,16 @@ class EconomyCompactor:
         active: list[Item],
         chars: list[int],
         requests: int,
-        boundary: int,
+        cached: int,
         ctx: StepContext,
         allowance: float,
         superseded: set[int] | None = None,
     ) -> list[tuple[Item, int]]:
-        """The tier moves to make at the request before ``boundary`` (the ``requests``-th): all
-        that ages call for, if together they pay for the rewrite they cause and the rewrite costs
-        this request no more than ``allowance`` (chars x price) over not making it; else none."""
+        """The tier moves to make at the ``requests``-th request, whose first ``cached`` messages
+        the request before it sent: all that ages call for, if together they pay for the rewrite
+        they cause and the rewrite costs this request no more than ``allowance`` (chars x price)
+        over not making it; else none. Messages past ``cached`` are new, written at full price
+        with or without the moves, so they are no part of the rewrite's cost."""
         e = self.economy
         pending: list[tuple[Item, int]] = []
         for item in active:
@@ -363,10 +390,11 @@ class EconomyCompactor:
         pending.sort(key=lambda move: move[0].message, reverse=True)
         horizon = max(e.min_horizon, int(requests * e.horizon_share)) + 1
         read, write = e.cache_read, e.cache_write
-        best, best_net, freed, tail, position = 0, 0.0, 0, 0, boundary
+        best, best_net, freed, tail, position = 0, 0.0, 0, 0, cached
         for n, (item, want) in enumerate(pending, 1):
-            tail += sum(chars[item.message : position])
-            position = item.message
+            if item.message < position:
+                tail += sum(chars[item.message : position])
+                position = item.message
             freed += self.size(item, item.tier, ctx) - self.size(item, want, ctx)
             if freed / e.chars_per_token < e.clear_at_least:
                 continue
@@ -384,8 +412,11 @@ class EconomyCompactor:
         a batch costs at most about ``1 + risk`` times unmanaged."""
         return fold.unmanaged - fold.spent + self.economy.risk * fold.unmanaged
 
-    def _account(self, fold: FoldState, moves: list[tuple[Item, int]], added: int, ctx: StepContext) -> None:
-        """Make ``moves`` and price the request just decided, as sent and as recorded."""
+    def _account(
+        self, fold: FoldState, moves: list[tuple[Item, int]], added: int, cut: int, ctx: StepContext
+    ) -> None:
+        """Make ``moves`` and price the request just decided, as sent and as recorded (``cut``
+        more chars: what caps and the budget left out of the new results)."""
         read, write = self.economy.cache_read, self.economy.cache_write
         cached = fold.sent_total
         if moves:
@@ -398,8 +429,8 @@ class EconomyCompactor:
             fold.active = [i for i in fold.active if i.tier < 2]
         fold.sent_total += added
         fold.spent += read * cached + write * (fold.sent_total - cached)
-        fold.unmanaged += read * fold.recorded_total + write * added
-        fold.recorded_total += added
+        fold.unmanaged += read * fold.recorded_total + write * (added + cut)
+        fold.recorded_total += added + cut
 
 
 def economy_steps(config: Config, economy: Economy | None = None) -> list[Step]:
