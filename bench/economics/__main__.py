@@ -21,6 +21,7 @@ LEVERS: dict[str, tuple[str, dict[str, object]]] = {
     "economy (bench run)": ("all levers on, pairing skipped", {}),
     "- batching": ("tier moves at every request, not in paying batches", {"batch": False}),
     "- command classes": ("no command classes: no failure hold, no superseded reads", {"smart": False}),
+    "- read hold": ("file reads summarized at the same age as other results", {"read_factor": 1}),
     "- content previews": ("SPEC head+tail and one-line summary, no names index", {"previews": False}),
     "- input shortening": ("old tool-call inputs kept whole", {"inputs": False}),
 }

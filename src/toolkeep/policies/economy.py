@@ -72,7 +72,7 @@ class Economy:
     """Requests a batch is assumed to serve at least..."""
     horizon_share: float = 0.25
     """...else this share of the requests made so far (a session that has run long runs on)."""
-    risk: float = 0.02
+    risk: float = 0.1
     """A batch may cost the request that makes it no more than what the policy has saved so far
     plus this share of what the session has cost unmanaged (bounds the loss of a session that
     ends right after a batch)."""
