@@ -10,12 +10,16 @@ the tail of the prompt on every request and can cost more than doing nothing. Th
 2. collects the moves that ages call for and applies them together, only when the batch frees
    at least ``clear_at_least`` tokens *and* the saving on the requests to come (estimated as a
    quarter of the requests made so far) pays for rewriting the prompt after the first changed
-   message; where the rewrite starts is chosen to maximize that net saving;
-3. keeps what agents use: a read of a file stays until the same file is read again (then the
-   older read goes first), failures and errors stay longer, and the shortened forms keep error
-   lines and the tail of execution output, the first lines of search output, and an outline
-   of definitions with line numbers for source files, followed by a ``names:`` index of the
-   identifiers, paths and numbers they left out (the budget's entry preview gets one too);
+   message (the messages new in this request are written anyway and are not counted); where the
+   rewrite starts is chosen to maximize that net saving, and a risk guard bounds what one batch
+   may cost the request that makes it. A result is due for its summary at age 1: the agent has
+   seen it whole once, and only one turn lies after it, so the rewrite is as short as it gets;
+3. keeps what agents use: a read of a file is due one turn later (the agent edits from it) and
+   goes at once when the same file is read again, failures and errors stay longer, and the
+   shortened forms keep error lines and the tail of execution output, the first lines of search
+   output, and an outline of definitions with line numbers for source files, followed by a
+   ``names:`` index of the identifiers, paths and numbers they left out (the budget's entry
+   preview gets one too);
 4. shortens the long strings of old tool-call inputs (file contents sent by write and edit
    calls), which on long coding sessions weigh as much as the results.
 
