@@ -101,3 +101,30 @@ def test_fingerprint_sees_block_level_changes() -> None:
     before = fingerprint(m)
     m["content"][0]["text"] = "b"
     assert fingerprint(m) != before
+
+
+@pytest.mark.parametrize(
+    "dropped",
+    [
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "", "name": "read", "input": {}}]},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "z", "name": "", "input": {}}]},
+        {"role": "assistant", "content": []},
+    ],
+    ids=["no-id", "no-name", "empty"],
+)
+def test_session_ages_skip_assistant_messages_pairing_drops(dropped: dict[str, Any], tmp_path: Path) -> None:
+    """An assistant message that pairing drops does not age results, in a session as in a one-off run."""
+    history: list[Any] = [
+        {"role": "user", "content": "go"},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "a", "name": "read", "input": {}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "a", "content": "0" * 3_001}]},
+        {"role": "assistant", "content": [{"type": "text", "text": "ok"}]},
+        dropped,
+        {"role": "user", "content": "more"},
+    ]
+    with toolkeep.Session(toolkeep.Config(), workspace=tmp_path) as session:
+        out, report = session.prepare(history, format="anthropic")
+        expected, expected_report = fresh(history, session)
+    assert out == expected
+    assert report.to_dict() == expected_report
+    assert report.truncated == 0

@@ -137,19 +137,16 @@ def _prune_calls(
 
 def survives_pruning(m: Message, followed: bool) -> bool:
     """True when pairing keeps assistant message ``m`` (``followed``: other messages of its block
-    come after it). It is dropped when empty and followed, or when pruning its results, id-less
-    calls and repeated ids leaves it empty (see :func:`_prune_calls`)."""
+    come after it), decided without running it: the block engine ages results by it. Mirrors
+    :func:`_prune_calls`: ``m`` goes when it is empty and followed, or when nothing but results
+    and calls it prunes (no id, no name) is in it; the first part it keeps decides."""
     if not m.parts:
         return not followed
-    ids: set[str] = set()
     for p in m.parts:
         if isinstance(p, ToolResultPart):
             continue
-        if not isinstance(p, ToolCallPart):
+        if not isinstance(p, ToolCallPart) or (p.id and p.name):
             return True
-        if p.id and p.id not in ids:
-            return True
-        ids.add(p.id)
     return False
 
 
