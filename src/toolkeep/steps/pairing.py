@@ -100,12 +100,9 @@ def _prune_calls(
         if not isinstance(p, ToolCallPart):
             kept.append(p)
             continue
-        if not p.id:
-            report.add_repair("invalid_calls_pruned", p.id, i, f"call to {p.name!r} has no id")
-            changed = True
-            continue
-        if not p.name:  # the provider rejects a call without a tool name just the same
-            report.add_repair("invalid_calls_pruned", p.id, i, "call has no tool name")
+        invalid = _invalid_call(p)
+        if invalid:
+            report.add_repair("invalid_calls_pruned", p.id, i, invalid)
             changed = True
             continue
         if p.id in here:
@@ -145,9 +142,18 @@ def survives_pruning(m: Message, followed: bool) -> bool:
     for p in m.parts:
         if isinstance(p, ToolResultPart):
             continue
-        if not isinstance(p, ToolCallPart) or (p.id and p.name):
+        if not isinstance(p, ToolCallPart) or not _invalid_call(p):
             return True
     return False
+
+
+def _invalid_call(p: ToolCallPart) -> str:
+    """Why pairing prunes a call ("" when it keeps it): providers reject both."""
+    if not p.id:
+        return f"call to {p.name!r} has no id"
+    if not p.name:
+        return "call has no tool name"
+    return ""
 
 
 def _fresh_id(old: str, taken: set[str]) -> str:
