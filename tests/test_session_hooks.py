@@ -62,9 +62,15 @@ def test_session_tool_definitions_name_both_tools(tmp_path: Path) -> None:
 def test_turn_budget_never_cuts_recalled_pages(tmp_path: Path) -> None:
     """Thirteen 16,000-char recall pages in one turn exceed 200,000 chars yet none is cut."""
     page = "p" * 16_000
-    calls = [{"type": "tool_use", "id": f"c{n}", "name": "recall", "input": {"key": "0" * 16}} for n in range(13)]
+    calls = [
+        {"type": "tool_use", "id": f"c{n}", "name": "recall", "input": {"key": "0" * 16}} for n in range(13)
+    ]
     results = [{"type": "tool_result", "tool_use_id": f"c{n}", "content": page + str(n)} for n in range(13)]
-    history = [{"role": "user", "content": "go"}, {"role": "assistant", "content": calls}, {"role": "user", "content": results}]
+    history = [
+        {"role": "user", "content": "go"},
+        {"role": "assistant", "content": calls},
+        {"role": "user", "content": results},
+    ]
     with toolkeep.Session(toolkeep.Config(), workspace=tmp_path) as session:
         out, report = session.prepare(history)
     assert report.persisted == 0

@@ -309,7 +309,9 @@ def _yaml(text: str, lines: list[str]) -> bool:
     )
 
 
-def _source(patterns: tuple[tuple[tuple[str, ...], str], ...], needed: int = 2) -> Callable[[str, list[str]], bool]:
+def _source(
+    patterns: tuple[tuple[tuple[str, ...], str], ...], needed: int = 2
+) -> Callable[[str, list[str]], bool]:
     """A rule that holds when ``needed`` of ``patterns`` match. Each pattern comes with literals
     one of which any match contains: where none is in the text, the regex is not run (C-speed
     ``in`` against a regex scan per pattern: summaries are made on the agent's hot path)."""

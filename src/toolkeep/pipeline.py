@@ -102,7 +102,9 @@ def run_pipeline(
     """
     fmt = resolve_format(messages, format)
     config = config if config is not None else Config.from_env()
-    ctx = StepContext(fmt, config, workspace, store, Report(format=fmt.name), memo if memo is not None else Memo())
+    ctx = StepContext(
+        fmt, config, workspace, store, Report(format=fmt.name), memo if memo is not None else Memo()
+    )
     history = fmt.load(messages)
     ctx.report.chars_before = sum(len(s.result.text) for s in iter_results(history))
     for step in steps if steps is not None else build_steps(config):
@@ -111,4 +113,3 @@ def run_pipeline(
     ctx.report.total = len(slots)
     ctx.report.chars_after = sum(len(s.result.text) for s in slots)
     return Prepared(fmt.dump(history), ctx.report)
-

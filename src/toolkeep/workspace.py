@@ -34,6 +34,7 @@ __all__ = [
     "MAX_NAME_BYTES",
     "MAX_PATH_CHARS",
     "MAX_READ_BYTES",
+    "STALE_WRITE_SECONDS",
     "TMP_PREFIX",
     "Workspace",
     "WorkspaceReader",

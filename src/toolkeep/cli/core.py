@@ -20,7 +20,9 @@ from ._app import cli, dumps, format_option, read_json, split_request, write_out
 @click.option("--workspace", type=click.Path(file_okay=False), help="Session directory to use and keep.")
 @click.option("--report", "report_path", metavar="FILE", help="Write a JSON report of what was done.")
 @click.option("--indent", type=click.IntRange(0, 8), default=None, help="Indent the JSON output.")
-@click.option("--store", "store_url", metavar="URL", help="Archive originals there (sqlite:///f.db, redis://...).")
+@click.option(
+    "--store", "store_url", metavar="URL", help="Archive originals there (sqlite:///f.db, redis://...)."
+)
 def prepare(
     source: str,
     output: str,

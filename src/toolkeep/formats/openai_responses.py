@@ -173,7 +173,9 @@ class OpenAIResponsesFormat(Format):
                     continue
                 out.extend(self._load_run(items, run))
                 run = []
-            elif _kind(item) in _OUTPUTS and isinstance(item.get("call_id"), str) and item["call_id"] in stored:
+            elif (
+                _kind(item) in _OUTPUTS and isinstance(item.get("call_id"), str) and item["call_id"] in stored
+            ):
                 out.append(Message("user", (), raw=item))  # answers a stored call: carried as is
             else:
                 out.append(self._load_item(i, item))

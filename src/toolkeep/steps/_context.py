@@ -16,7 +16,16 @@ from ..shorten import archive_key
 from ..stores import ArchiveStore
 from ..workspace import Workspace
 
-__all__ = ["MISSING", "Memo", "ResultSlot", "Step", "StepContext", "block_local", "iter_results", "replace_results"]
+__all__ = [
+    "MISSING",
+    "Memo",
+    "ResultSlot",
+    "Step",
+    "StepContext",
+    "block_local",
+    "iter_results",
+    "replace_results",
+]
 
 log = logging.getLogger("toolkeep")
 

@@ -53,7 +53,9 @@ def repair_pairing(history: History, ctx: StepContext) -> History:
         ids = [c.id for c in block.assistant.calls] if block.assistant is not None else []
         key = None
         if not any(i in seen for i in ids):
-            anchor = block.assistant if block.assistant is not None else (block.rest[0][1] if block.rest else None)
+            anchor = (
+                block.assistant if block.assistant is not None else (block.rest[0][1] if block.rest else None)
+            )
             key = (block.start, tuple(id(m) for _, m in block.rest))
             cached = ctx.memo.get("pairing", anchor, key) if anchor is not None else MISSING
             if cached is not MISSING:
