@@ -1,0 +1,116 @@
+"""The economics table on sessions the policies were not tuned on.
+
+``python -m bench.economics.unseen`` imports every session of the original logs under
+``../shared/bench-data/raw/`` with toolkeep's own importers (``toolkeep.replay``), drops those that
+are one of the 27 converted trajectories the policies were tuned on (same tool outputs), and
+prices the rest exactly as ``python -m bench.economics`` does. With ``--write`` it records the
+result under "### Unseen sessions" in the "## Economics" section of ``bench/results.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from toolkeep.replay.importers import iter_log_files, load_sessions
+
+from .cost import CostModel
+from .data import DATA_DIR, SHARED, Trajectory, load_trajectories
+from .run import REFERENCES, compute_facts, run_policy, summarize, toolkeep_policy
+
+RAW_DIR = SHARED / "bench-data" / "raw"
+ROWS = ("unmanaged", "swe-agent-keep5", "anthropic-clear")
+
+
+def signature(messages: Sequence[Any]) -> tuple[str, ...]:
+    """The session's tool outputs, as a sorted tuple of hashes: equal for the same session."""
+    out = []
+    for m in messages:
+        content = m.get("content") if isinstance(m, dict) else None
+        if not isinstance(content, list):
+            continue
+        for block in content:
+            if isinstance(block, dict) and block.get("type") == "tool_result":
+                text = str(block.get("content"))
+                out.append(hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest())
+    return tuple(sorted(out))
+
+
+def unseen_trajectories() -> list[Trajectory]:
+    """Sessions of the raw logs that are none of the converted trajectories."""
+    seen = {signature(t.messages) for t in load_trajectories(DATA_DIR)}
+    out = []
+    for path, _ in iter_log_files([RAW_DIR]):
+        try:
+            sessions = load_sessions(path)
+        except Exception as exc:  # a file no importer reads is reported, not fatal
+            print(f"skipped {path.name}: {exc}", file=sys.stderr)
+            continue
+        for s in sessions:
+            if s.api_format != "anthropic" or signature(s.messages) in seen:
+                continue
+            requests = [i for i, m in enumerate(s.messages) if m.get("role") == "assistant" and i > 0]
+            if len(requests) < 2:
+                continue
+            system = path.parent.name
+            name = f"{system}__{Path(s.source).name}".replace("#", "__")
+            out.append(Trajectory(name, s.messages, requests))
+    return out
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.economics.unseen", description=__doc__)
+    parser.add_argument("--write", action="store_true", help="record the table in bench/results.md")
+    args = parser.parse_args(argv)
+    trajectories = unseen_trajectories()
+    if not trajectories:
+        print(f"no unseen sessions under {RAW_DIR}", file=sys.stderr)
+        return 2
+    model = CostModel()
+    facts = compute_facts(trajectories)
+    rows = {name: run_policy(name, REFERENCES[name][1], trajectories, facts, model) for name in ROWS}
+    for policy in ("default", "economy"):
+        rows[policy] = run_policy(policy, toolkeep_policy(policy), trajectories, facts, model)
+    names = [t.name for t in trajectories]
+    base = rows["unmanaged"]
+    lines = [
+        f"{len(trajectories)} sessions from `../shared/bench-data/raw/` that are none of the 27 the "
+        f"policies were tuned on ({sum(len(t.requests) for t in trajectories):,} requests, "
+        f"{sum(len(f) for f in facts.values()):,} later-used facts), imported by `toolkeep.replay`; "
+        "same definitions. `python -m bench.economics.unseen --write`.",
+        "",
+        "| policy | pooled cost | median session | worst session | facts visible | recoverable |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for name, row in rows.items():
+        s = summarize(row, base, names)
+        lines.append(
+            f"| {name} | {s.pooled:.2f} | {s.median:.2f} | {s.worst:.2f} | "
+            f"{s.visible:.0%} | {s.recoverable:.0%} |".replace("%", " %")
+        )
+    text = "\n".join(lines)
+    print(text)
+    if args.write:
+        results = Path(__file__).resolve().parents[1] / "results.md"
+        body = results.read_text(encoding="utf-8")
+        head = "### Unseen sessions\n"
+        start = body.find(head)
+        if start >= 0:
+            end = body.find("\n#", start + len(head))
+            body = body[:start] + body[end + 1 :] if end >= 0 else body[:start]
+        econ = body.find("## Economics")
+        nxt = body.find("\n## ", econ + 5) if econ >= 0 else -1
+        section = f"{head}\n{text}\n\n"
+        body = (
+            body.rstrip("\n") + "\n\n" + section if nxt < 0 else body[: nxt + 1] + section + body[nxt + 1 :]
+        )
+        results.write_text(body.rstrip("\n") + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
