@@ -220,30 +220,29 @@ def _java_trace(text: str, lines: list[str]) -> bool:
     return sum(1 for line in lines if _JAVA_FRAME.match(line)) >= 3
 
 
-_REPORT_MARKERS = re.compile(
-    "|".join(
-        f"(?:{marker})"
-        for marker in (
-            r"=+ test session starts =+",
-            r"^=+ .*\b\d+ (passed|failed)",
-            r"\bTests run: \d+, Failures: \d+",
-            r"^(PASS|FAIL|ok|---\s(PASS|FAIL)):?\s",
-            r"^test result: (ok|FAILED)\.",
-            r"\b\d+ (passing|failing)\b",
-            r"^Ran \d+ tests? in ",
-            # vitest / jest
-            r"^[ \t]*Test (?:Files|Suites):?\s+.*\d+ (?:passed|failed)",
-            r"^[ \t]*[✓×❯] \S+\.(?:test|spec)\.[jt]sx? \(\d+ tests?",
-        )
-    ),
-    re.MULTILINE,
+# each marker with the literals one of which any match contains: the regex runs only where one is
+# present (an alternation of them all ran at every position of every result: 0.4 ms a result)
+_REPORT_MARKERS: tuple[tuple[tuple[str, ...], re.Pattern[str]], ...] = tuple(
+    (hints, re.compile(pattern, re.MULTILINE))
+    for hints, pattern in (
+        (("test session starts",), r"=+ test session starts =+"),
+        (("passed", "failed"), r"^=+ .*\b\d+ (passed|failed)"),
+        (("Tests run:",), r"\bTests run: \d+, Failures: \d+"),
+        (("PASS", "FAIL", "ok"), r"^(PASS|FAIL|ok|---\s(PASS|FAIL)):?\s"),
+        (("test result:",), r"^test result: (ok|FAILED)\."),
+        (("passing", "failing"), r"\b\d+ (passing|failing)\b"),
+        (("Ran ",), r"^Ran \d+ tests? in "),
+        # vitest / jest
+        (("Test Files", "Test Suites"), r"^[ \t]*Test (?:Files|Suites):?\s+.*\d+ (?:passed|failed)"),
+        (("✓", "×", "❯"), r"^[ \t]*[✓×❯] \S+\.(?:test|spec)\.[jt]sx? \(\d+ tests?"),
+    )
 )
 
 
 def _test_report(text: str, lines: list[str]) -> bool:
     # a report announces itself at the start and sums up at the end
     ends = text if len(text) <= 2 * _REPORT_CHARS else text[:_REPORT_CHARS] + "\n" + text[-_REPORT_CHARS:]
-    return _REPORT_MARKERS.search(ends) is not None
+    return any(any(h in ends for h in hints) and p.search(ends) for hints, p in _REPORT_MARKERS)
 
 
 def _html(text: str, lines: list[str]) -> bool:
