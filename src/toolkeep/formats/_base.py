@@ -3,14 +3,21 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from ..exceptions import FormatError
 from ..messages import History, Message, ToolResultPart
 
-__all__ = ["CONTINUE_TEXT", "Format", "Violation", "expect_mapping"]
+__all__ = [
+    "CONTINUE_TEXT",
+    "Format",
+    "ToolMessageRules",
+    "Violation",
+    "check_tool_messages",
+    "expect_mapping",
+]
 
 CONTINUE_TEXT = "(continue)"
 """Text of the user message a format puts between two model turns that pairing repair left side
@@ -82,6 +89,57 @@ class Format(ABC):
     @abstractmethod
     def validate(self, history: History) -> list[Violation]:
         """Every breach of the provider's pairing rules in a loaded history."""
+
+
+@dataclass(frozen=True, slots=True)
+class ToolMessageRules:
+    """How a provider with one result message per call, right after the calls, words breaches."""
+
+    empty_id: Callable[[int], str]
+    duplicate_id: Callable[[int, str], str]
+    missing: Callable[[int, str], str]
+    orphan: Callable[[int, str], str]
+    ids_unique_across: bool = False
+    """True when an id may not repeat anywhere in the request (else only within one message)."""
+
+
+def check_tool_messages(history: History, rules: ToolMessageRules) -> list[Violation]:
+    """Breaches of "each call answered by its own ``tool`` message, right after the calls"."""
+    out: list[Violation] = []
+    seen_anywhere: set[str] = set()
+    i = 0
+    while i < len(history):
+        m = history[i]
+        if m.role == "tool":
+            call_id = m.results[0].call_id
+            out.append(Violation(i, call_id, "orphan_result", rules.orphan(i, call_id)))
+            i += 1
+            continue
+        if m.role != "assistant" or not m.calls:
+            i += 1
+            continue
+        wanted: dict[str, bool] = {}
+        for c in m.calls:
+            seen = seen_anywhere if rules.ids_unique_across else wanted
+            if not c.id:
+                out.append(Violation(i, c.id, "empty_id", rules.empty_id(i)))
+            elif c.id in seen:
+                out.append(Violation(i, c.id, "duplicate_id", rules.duplicate_id(i, c.id)))
+            seen_anywhere.add(c.id)
+            wanted.setdefault(c.id, False)
+        j = i + 1
+        while j < len(history) and history[j].role == "tool":
+            call_id = history[j].results[0].call_id
+            if wanted.get(call_id) is False:
+                wanted[call_id] = True
+            else:
+                out.append(Violation(j, call_id, "orphan_result", rules.orphan(j, call_id)))
+            j += 1
+        for call_id, answered in wanted.items():
+            if not answered and call_id:
+                out.append(Violation(i, call_id, "missing_result", rules.missing(i, call_id)))
+        i = j
+    return out
 
 
 def expect_mapping(value: Any, index: int, what: str = "message") -> Mapping[str, Any]:

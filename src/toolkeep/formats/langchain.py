@@ -18,7 +18,7 @@ from typing import Any
 
 from ..exceptions import FormatError
 from ..messages import History, Message, OpaquePart, Part, Role, TextPart, ToolCallPart, ToolResultPart
-from ._base import Format, Violation, results_as_tool_messages
+from ._base import Format, ToolMessageRules, Violation, check_tool_messages, results_as_tool_messages
 
 __all__ = ["LangChainFormat", "is_langchain_message"]
 
@@ -188,60 +188,28 @@ class LangChainFormat(Format):
         return results_as_tool_messages(results, rest)
 
     def validate(self, history: History) -> list[Violation]:
-        out: list[Violation] = []
-        seen: set[str] = set()
-        i = 0
-        while i < len(history):
-            m = history[i]
-            if m.role == "tool":
-                out.append(_orphan(i, m.results[0].call_id))
-                i += 1
-                continue
-            if m.role != "assistant" or not m.calls:
-                i += 1
-                continue
-            wanted: dict[str, bool] = {}
-            for c in m.calls:
-                if not c.id or c.id in seen:
-                    out.append(
-                        Violation(
-                            i,
-                            c.id,
-                            "empty_id" if not c.id else "duplicate_id",
-                            f"AIMessage at messages[{i}] has a tool call with {'an empty id' if not c.id else f'the id {c.id!r} used before'}: every tool call needs its own id.",
-                        )
-                    )
-                seen.add(c.id)
-                wanted.setdefault(c.id, False)
-            j = i + 1
-            while j < len(history) and history[j].role == "tool":
-                cid = history[j].results[0].call_id
-                if wanted.get(cid) is False:
-                    wanted[cid] = True
-                else:
-                    out.append(_orphan(j, cid))
-                j += 1
-            for cid, done in wanted.items():
-                if not done and cid:
-                    out.append(
-                        Violation(
-                            i,
-                            cid,
-                            "missing_result",
-                            f"Found AIMessages with tool_calls that do not have a corresponding ToolMessage. Here are the first few of those tool calls: [messages[{i}] id {cid!r}]. Every tool call (LLM requesting to call a tool) in the message history MUST have a corresponding ToolMessage (result of a tool invocation to return to the LLM) - this is required by most LLM providers.",
-                        )
-                    )
-            i = j
-        return out
+        return check_tool_messages(history, _RULES)
 
 
-def _orphan(index: int, call_id: str) -> Violation:
-    return Violation(
-        index,
-        call_id,
-        "orphan_result",
-        f"ToolMessage at messages[{index}] with tool_call_id {call_id!r} must be a response to a preceding AIMessage with tool_calls.",
-    )
+_RULES = ToolMessageRules(
+    empty_id=lambda i: (
+        f"AIMessage at messages[{i}] has a tool call with an empty id: every tool call needs its own id."
+    ),
+    duplicate_id=lambda i, c: (
+        f"AIMessage at messages[{i}] has a tool call with the id {c!r} used before: every tool call needs its own id."
+    ),
+    missing=lambda i, c: (
+        "Found AIMessages with tool_calls that do not have a corresponding ToolMessage. Here are the first few "
+        f"of those tool calls: [messages[{i}] id {c!r}]. Every tool call (LLM requesting to call a tool) in the "
+        "message history MUST have a corresponding ToolMessage (result of a tool invocation to return to the "
+        "LLM) - this is required by most LLM providers."
+    ),
+    orphan=lambda i, c: (
+        f"ToolMessage at messages[{i}] with tool_call_id {c!r} must be a response to a preceding AIMessage with "
+        "tool_calls."
+    ),
+    ids_unique_across=True,
+)
 
 
 def _updated(raw: Any, update: dict[str, Any]) -> Any:

@@ -8,7 +8,7 @@ from typing import Any
 
 from ..exceptions import FormatError
 from ..messages import History, Message, OpaquePart, Part, TextPart, ToolCallPart, ToolResultPart
-from ._base import Format, Violation, expect_mapping
+from ._base import Format, ToolMessageRules, Violation, check_tool_messages, expect_mapping
 
 __all__ = ["OpenAIChatFormat", "content_text"]
 
@@ -142,70 +142,23 @@ class OpenAIChatFormat(Format):
         return [*packed, *rest]
 
     def validate(self, history: History) -> list[Violation]:
-        out: list[Violation] = []
-        i = 0
-        while i < len(history):
-            m = history[i]
-            if m.role == "tool":
-                p = m.parts[0]
-                assert isinstance(p, ToolResultPart)
-                out.append(_orphan(i, p.call_id))
-                i += 1
-                continue
-            if m.role != "assistant" or not m.calls:
-                i += 1
-                continue
-            wanted: dict[str, int] = {}
-            for c in m.calls:
-                if not c.id:
-                    out.append(
-                        Violation(
-                            i,
-                            c.id,
-                            "empty_id",
-                            f"Invalid 'messages[{i}].tool_calls[].id': empty string. Expected a string with minimum length 1.",
-                        )
-                    )
-                elif c.id in wanted:
-                    out.append(
-                        Violation(
-                            i,
-                            c.id,
-                            "duplicate_id",
-                            f"Invalid 'messages[{i}].tool_calls': duplicate tool_call id {c.id!r}.",
-                        )
-                    )
-                wanted.setdefault(c.id, 0)
-            j = i + 1
-            while j < len(history) and history[j].role == "tool":
-                p = history[j].parts[0]
-                assert isinstance(p, ToolResultPart)
-                if wanted.get(p.call_id) == 0:
-                    wanted[p.call_id] = 1
-                else:
-                    out.append(_orphan(j, p.call_id))
-                j += 1
-            missing = [cid for cid, n in wanted.items() if n == 0 and cid]
-            for cid in missing:
-                out.append(
-                    Violation(
-                        i,
-                        cid,
-                        "missing_result",
-                        f"An assistant message with 'tool_calls' must be followed by tool messages responding to each 'tool_call_id'. The following tool_call_ids did not have response messages: {cid}",
-                    )
-                )
-            i = j
-        return out
+        return check_tool_messages(history, _RULES)
 
 
-def _orphan(index: int, call_id: str) -> Violation:
-    return Violation(
-        index,
-        call_id,
-        "orphan_result",
-        f"Invalid parameter: messages with role 'tool' must be a response to a preceeding message with 'tool_calls'. (messages[{index}], tool_call_id {call_id!r})",
-    )
+_RULES = ToolMessageRules(
+    empty_id=lambda i: (
+        f"Invalid 'messages[{i}].tool_calls[].id': empty string. Expected a string with minimum length 1."
+    ),
+    duplicate_id=lambda i, c: f"Invalid 'messages[{i}].tool_calls': duplicate tool_call id {c!r}.",
+    missing=lambda i, c: (
+        "An assistant message with 'tool_calls' must be followed by tool messages responding to each "
+        f"'tool_call_id'. The following tool_call_ids did not have response messages: {c}"
+    ),
+    orphan=lambda i, c: (
+        "Invalid parameter: messages with role 'tool' must be a response to a preceeding message with "
+        f"'tool_calls'. (messages[{i}], tool_call_id {c!r})"
+    ),
+)
 
 
 def _replace_text(content: Any, text: str) -> Any:
