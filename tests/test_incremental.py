@@ -128,3 +128,24 @@ def test_session_ages_skip_assistant_messages_pairing_drops(dropped: dict[str, A
     assert out == expected
     assert report.to_dict() == expected_report
     assert report.truncated == 0
+
+
+def test_a_failed_request_leaves_no_stale_state(tmp_path: Path) -> None:
+    """After a request that fails, the next one is prepared as a fresh session would prepare it."""
+    good: list[Any] = [
+        {"role": "user", "content": "go"},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "a", "name": "read", "input": {}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "a", "content": "x" * 30_000}]},
+    ]
+    other: list[Any] = [
+        {"role": "user", "content": "other task"},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "b", "name": "ls", "input": {}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "b", "content": "y" * 30_000}]},
+    ]
+    with toolkeep.Session(toolkeep.Config(), workspace=tmp_path) as session:
+        session.prepare(good)
+        with pytest.raises(toolkeep.FormatError):  # detection fails before any block is run
+            session.prepare([*other, {"role": "robot", "content": "?"}])
+        out, _ = session.prepare(other)
+        expected, _ = fresh(other, session)
+    assert out == expected

@@ -68,24 +68,31 @@ class Session(Closing):
         if not isinstance(messages, (list, tuple)):
             raise FormatError(f"a history is a list of messages, got {type(messages).__name__}")
         same = common_prefix(self._last, messages)
-        self._last = list(messages)
-        fmt = self._format(messages, format, same)
+        # what a failed request read is forgotten: the next one is compared with nothing
+        self._last = []
         try:
+            fmt = self._format(messages, format, same)
             if self._engine is not None and fmt.per_message:
                 report = Report(format=fmt.name)
                 ctx = StepContext(fmt, self.config, self.workspace, self.store, report, memo=self.memo)
-                return Prepared(self._engine.run(fmt, messages, self.steps, ctx, same), report)
-            return run_pipeline(
-                messages,
-                format=fmt,
-                config=self.config,
-                workspace=self.workspace,
-                store=self.store,
-                steps=self.steps,
-                memo=self.memo,
-            )
+                prepared = Prepared(self._engine.run(fmt, messages, self.steps, ctx, same), report)
+            else:
+                prepared = run_pipeline(
+                    messages,
+                    format=fmt,
+                    config=self.config,
+                    workspace=self.workspace,
+                    store=self.store,
+                    steps=self.steps,
+                    memo=self.memo,
+                )
+        except BaseException:
+            self._resolved = None
+            raise
         finally:
             self.memo.end_run()
+        self._last = list(messages)
+        return prepared
 
     def _format(self, messages: Sequence[Any], format: str | Format, same: int) -> Format:
         """The format to use, looking only at what is new since the last request.
