@@ -46,19 +46,6 @@ class Report:
     chars_after: int = 0
     save_errors: list[str] = field(default_factory=list)
 
-    def merge(self, other: Report) -> None:
-        """Add another report's repairs and counts (of another part of the same history)."""
-        self.repairs.extend(other.repairs)
-        self.total += other.total
-        self.capped += other.capped
-        self.persisted += other.persisted
-        self.truncated += other.truncated
-        self.summarized += other.summarized
-        self.preserved += other.preserved
-        self.chars_before += other.chars_before
-        self.chars_after += other.chars_after
-        self.save_errors.extend(other.save_errors)
-
     def add_repair(self, kind: str, call_id: str, index: int, detail: str = "") -> None:
         self.repairs.append(Repair(kind, call_id, index, detail))
 

@@ -118,7 +118,6 @@ class Workspace(Closing):
             raise WorkspaceError(f"cannot create session workspace at {path}: {exc}") from exc
         if path is not None:
             _sweep_stale_writes(self.path)
-        self._closed = False
         self._finalizer = weakref.finalize(self, _remove, self.path, self.keep)
         atexit.register(self._finalizer)
 
@@ -162,7 +161,6 @@ class Workspace(Closing):
 
     def close(self) -> None:
         """Remove the directory (unless kept). Safe to call more than once."""
-        self._closed = True
         self._finalizer()
 
     def __repr__(self) -> str:

@@ -148,10 +148,6 @@ def expect_mapping(value: Any, index: int, what: str = "message") -> Mapping[str
     return value
 
 
-def join_ids(ids: Sequence[str]) -> str:
-    return ", ".join(ids)
-
-
 def results_in_next_user(results: list[ToolResultPart], rest: list[Message]) -> list[Message]:
     """``pack_results`` for formats that answer a block in one user message, first in it."""
     if rest and rest[0].role == "user":

@@ -68,13 +68,6 @@ class Memo:
         self._previous = self._current
         self._current = {}
 
-    def clear(self) -> None:
-        self._current.clear()
-        self._previous.clear()
-
-    def __len__(self) -> int:
-        return len(self._current) + len(self._previous)
-
 
 class _Missing:
     def __repr__(self) -> str:

@@ -55,27 +55,24 @@ class Microcompactor:
     def recalled(self, p: ToolResultPart, age: int, ctx: StepContext) -> bool:
         """True for a recall/read_result answer younger than ``recall_protect_turns``: cutting
         what the model just asked for would only make it ask again (recall -> compact -> recall)."""
-        turns = self.recall_protect_turns
-        if turns is None:
-            turns = ctx.config.recall_protect_turns
-        return age < turns and (p.name or "").lower() in ctx.config.recall_tools
+        return age < self._protect_turns(ctx) and (p.name or "").lower() in ctx.config.recall_tools
 
     def age_key(self, age: int, ctx: StepContext) -> tuple[int, bool]:
         """What of a result's age decides its form: the tier, and whether recall protects it.
 
         Two ages with the same key give the same output, so a session reuses the work."""
         tier = 2 if age >= self.summarize_turns else 1 if age >= self.truncate_turns else 0
-        turns = self.recall_protect_turns
-        if turns is None:
-            turns = ctx.config.recall_protect_turns
-        return tier, age < turns
+        return tier, age < self._protect_turns(ctx)
 
     def age_horizon(self, ctx: StepContext) -> int:
         """The age from which :meth:`age_key` no longer changes."""
-        turns = self.recall_protect_turns
-        if turns is None:
-            turns = ctx.config.recall_protect_turns
-        return max(self.summarize_turns, turns)
+        return max(self.summarize_turns, self._protect_turns(ctx))
+
+    def _protect_turns(self, ctx: StepContext) -> int:
+        """``recall_protect_turns`` as given, else the run's config's."""
+        if self.recall_protect_turns is not None:
+            return self.recall_protect_turns
+        return ctx.config.recall_protect_turns
 
     def compact(self, p: ToolResultPart, age: int, ctx: StepContext) -> ToolResultPart | None:
         """The form of ``p`` at ``age``, or ``None`` when it stays as it is."""
