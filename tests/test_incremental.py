@@ -28,6 +28,24 @@ def fresh(history: list[Any], session: toolkeep.Session) -> tuple[list[Any], dic
     return out, report.to_dict()
 
 
+def _turns(n: int) -> list[Any]:
+    history: list[Any] = [{"role": "user", "content": "start"}]
+    for k in range(n):
+        history.append(
+            {
+                "role": "assistant",
+                "content": [{"type": "tool_use", "id": f"t{k}", "name": "read", "input": {}}],
+            }
+        )
+        history.append(
+            {
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": f"t{k}", "content": f"{k}\n" * 3000}],
+            }
+        )
+    return history
+
+
 SMALL = [p for p in TRAJECTORIES if p.stat().st_size < 1_500_000]
 
 
@@ -73,20 +91,7 @@ def test_edited_earlier_message_is_reprocessed(tmp_path: Path) -> None:
 
 def test_removed_message_is_reprocessed(tmp_path: Path) -> None:
     """Dropping an earlier message gives the same output as a fresh run over the shorter history."""
-    history: list[Any] = [{"role": "user", "content": "start"}]
-    for n in range(6):
-        history.append(
-            {
-                "role": "assistant",
-                "content": [{"type": "tool_use", "id": f"t{n}", "name": "read", "input": {}}],
-            }
-        )
-        history.append(
-            {
-                "role": "user",
-                "content": [{"type": "tool_result", "tool_use_id": f"t{n}", "content": f"{n}\n" * 3000}],
-            }
-        )
+    history = _turns(6)
     with toolkeep.Session(toolkeep.Config(), workspace=tmp_path) as session:
         session.prepare(history)
         shorter = history[:3] + history[5:]
@@ -149,3 +154,37 @@ def test_a_failed_request_leaves_no_stale_state(tmp_path: Path) -> None:
         out, _ = session.prepare(other)
         expected, _ = fresh(other, session)
     assert out == expected
+
+
+@pytest.mark.parametrize("change", ["grow", "edit-settled", "remove-settled", "edit-newest"])
+def test_settled_blocks_run_as_one_and_stay_correct(change: str, tmp_path: Path) -> None:
+    """A session's first request runs its settled blocks as one; later requests that grow the
+    history or edit inside that run give what a fresh run gives."""
+    history = _turns(12)
+    with toolkeep.Session(toolkeep.Config(), workspace=tmp_path) as session:
+        first, _ = session.prepare(history)
+        assert first == fresh(history, session)[0]
+        engine = session._engine
+        assert engine is not None
+        assert len(engine._blocks) < 12  # the old blocks were run (and are kept) as one
+        if change == "grow":
+            nxt = history + _turns(2)[1:]
+            nxt[-2]["content"][0]["id"] = nxt[-1]["content"][0]["tool_use_id"] = "new"
+        elif change == "edit-settled":
+            nxt = list(history)
+            nxt[4] = {
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "short"}],
+            }
+        elif change == "remove-settled":
+            nxt = history[:3] + history[5:]
+        else:
+            nxt = list(history)
+            nxt[-1] = {
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": "t11", "content": "x"}],
+            }
+        out, report = session.prepare(nxt)
+        expected, expected_report = fresh(nxt, session)
+        assert out == expected
+        assert report.to_dict() == expected_report

@@ -30,7 +30,8 @@ from typing import Any
 from .formats import Format
 from .messages import History, Message, ToolResultPart
 from .report import Report
-from .steps import MISSING, Step, StepContext
+from .steps import MISSING, Memo, Step, StepContext
+from .steps._context import FORGETFUL
 from .steps.pairing import survives_pruning
 
 __all__ = ["BlockEngine", "common_prefix", "fingerprint", "is_block_local"]
@@ -87,10 +88,12 @@ class _Block:
     start: int
     """Input index of the block's first message."""
     end: int
-    is_call: bool
-    """True for a block whose assistant message pairing keeps (False for the messages before
-    the first assistant message, and for an assistant message left empty by pruning)."""
+    calls: int
+    """How many assistant messages of the block pairing keeps: 1 for a block, 0 for the messages
+    before the first assistant message and for an assistant message left empty by pruning, more
+    for a run of settled blocks kept as one."""
     age_key: Hashable
+    """Key of the age of its newest assistant message."""
     messages: list[Any]
     """Provider messages of the block, as sent."""
     call_ids_out: tuple[str, ...]
@@ -168,31 +171,58 @@ class BlockEngine:
         while j > 0:
             j -= 1
             b = blocks[j]
-            if not b.is_call:
+            if not b.calls:
                 continue
-            call_index -= 1
-            age = assistants - 1 - call_index
+            call_index -= b.calls
+            age = assistants - call_index - b.calls  # of its newest assistant message
             key = key_for(age)
             if key == b.age_key:
                 if age > horizon:
                     break
                 continue
             blocks[j] = self._run_block(
-                fmt, self._neutral(b.start, b.end), b.start, steps, ctx, age, key, set(b.seen_before)
+                fmt,
+                self._neutral(b.start, b.end),
+                b.start,
+                steps,
+                ctx,
+                (b.calls, age, key),
+                set(b.seen_before),
+                ctx.memo,
             )
             first_changed = j
 
-        # the new and changed tail
+        # the new and changed tail; its blocks already past the horizon (all but the newest few,
+        # on a session's first request or after an edit) run as one: their output will never
+        # change again, and one run costs less than a run per block
         call_index = kept_calls
-        for lo, hi, is_call in zip(bounds, ends, counted, strict=True):
-            part = history[lo:hi]
-            age = assistants - 1 - call_index if is_call else 0
+        settled = 0
+        for n, is_call in enumerate(counted):
+            if is_call and assistants - 1 - call_index <= horizon:
+                break
+            call_index += is_call
+            settled = n + 1
+        runs = [(0, settled)] if settled > 1 else []
+        runs += [(n, n + 1) for n in range(settled if settled > 1 else 0, len(bounds))]
+        call_index = kept_calls
+        for a, z in runs:
+            lo, hi = bounds[a], ends[z - 1]
+            calls = sum(counted[a:z])
+            age = assistants - call_index - calls if calls else 0
             blocks.append(
                 self._run_block(
-                    fmt, part, tail_start + lo, steps, ctx, age, key_for(age) if is_call else (), seen
+                    fmt,
+                    history[lo:hi],
+                    tail_start + lo,
+                    steps,
+                    ctx,
+                    (calls, age, key_for(age) if calls else ()),
+                    seen,
+                    # settled blocks are never run again unless edited: their work is not kept
+                    FORGETFUL if z - a > 1 else ctx.memo,
                 )
             )
-            call_index += is_call
+            call_index += calls
         self._commit(blocks, first_changed, ctx.report)
         return list(self._out)
 
@@ -229,12 +259,17 @@ class BlockEngine:
         start: int,
         steps: Sequence[Step],
         ctx: StepContext,
-        age_offset: int,
-        age_key: Hashable,
+        age: tuple[int, int, Hashable],
         seen: set[str],
+        memo: Memo,
     ) -> _Block:
-        """Run the steps over one block; ``seen`` (call ids before it) gains the block's ids."""
-        clash = fmt.unique_call_ids and any(c.id in seen for c in block[0].calls)
+        """Run the steps over one block, or a run of blocks; ``age``: how many assistant messages
+        pairing keeps in it, the age of the newest and its key. ``seen`` (call ids before the
+        block) gains the block's ids."""
+        calls, age_offset, age_key = age
+        clash = fmt.unique_call_ids and any(
+            c.id in seen for m in block if m.role == "assistant" for c in m.calls
+        )
         seen_before = frozenset(seen) if clash else frozenset()
         report = Report(format=fmt.name)
         sub = StepContext(
@@ -243,7 +278,7 @@ class BlockEngine:
             ctx.workspace,
             ctx.store,
             report,
-            memo=ctx.memo,
+            memo=memo,
             age_offset=age_offset,
             seen_ids=seen if fmt.unique_call_ids else set(),
             index_offset=start,
@@ -259,15 +294,15 @@ class BlockEngine:
             if not m.dirty:
                 dumped.append(m.raw)
                 continue
-            cached = ctx.memo.get("dump", m)
+            cached = memo.get("dump", m)
             if cached is MISSING:
-                cached = ctx.memo.put("dump", m, fmt.dump_message(m))
+                cached = memo.put("dump", m, fmt.dump_message(m))
             dumped.append(cached)
         call_ids = tuple(c.id for m in history if m.role == "assistant" for c in m.calls)
         return _Block(
             start,
             start + len(block),
-            block[0].role == "assistant" and survives_pruning(block[0], len(block) > 1),
+            calls,
             age_key,
             dumped,
             call_ids,
@@ -297,7 +332,7 @@ class BlockEngine:
             self._cum.append(tuple(totals))
             self._cum_repairs.append(len(self._repairs))
             self._ends.append(b.end)
-            calls += b.is_call
+            calls += b.calls
             self._cum_calls.append(calls)
         report.repairs = list(self._repairs)
         for n, name in enumerate(_COUNTERS):

@@ -17,6 +17,7 @@ from ..stores import ArchiveStore
 from ..workspace import Workspace
 
 __all__ = [
+    "FORGETFUL",
     "MISSING",
     "Memo",
     "ResultSlot",
@@ -67,6 +68,22 @@ class Memo:
         """Forget what this run did not use."""
         self._previous = self._current
         self._current = {}
+
+
+class _Forgetful(Memo):
+    """A memo that keeps nothing, for work no later run will look up (settled blocks)."""
+
+    __slots__ = ()
+
+    def get(self, space: str, obj: Any, extra: Hashable = None) -> Any:
+        return MISSING
+
+    def put(self, space: str, obj: Any, value: T, extra: Hashable = None) -> T:
+        return value
+
+
+FORGETFUL: Memo = _Forgetful()
+"""The memo of a run whose work is not kept (its output is the same as with any memo)."""
 
 
 class _Missing:
