@@ -76,18 +76,54 @@ def _seed_rules(text: str, body: str) -> str:
     stripped = text.strip()
     if stripped[:1] in ("{", "[") and _parses_as_json(stripped):
         return "JSON"
-    # the cheap substring test first: most texts fail it and skip the regex scan
-    if "package " in body and _GO_CLAUSE.search(body):
+    if _on_lines_with("package ", _GO_CLAUSE, body):
         return "Go source"
-    if "def " in body and _PY_DEF.search(body):
+    if _on_lines_with("def ", _PY_DEF, body):
         return "Python source"
-    if "function" in body and _JS_FUNCTION.search(body):
+    if _on_lines_with("function", _JS_FUNCTION, body):
         return "JavaScript source"
     if stripped.startswith(("diff ", "--- ")):
         return "diff"
     if stripped.startswith("commit "):
         return "git log"
     return "text"
+
+
+def _on_lines_with(literals: str | tuple[str, ...], pattern: re.Pattern[str], text: str) -> bool:
+    """``pattern.search(text)``, for a pattern each match of which lies within one line and
+    contains one of ``literals``: the regex runs only on the lines where one of them is.
+
+    The patterns given to it are written so (no ``\\s`` or negated class that could cross a
+    line end). A C-speed ``find`` costs far less than trying a pattern at every position of the
+    text: that scan was most of the time of naming a result's content."""
+    for literal in (literals,) if isinstance(literals, str) else literals:
+        i = text.find(literal)
+        while i >= 0:
+            start = text.rfind("\n", 0, i) + 1
+            end = text.find("\n", i)
+            end = len(text) if end < 0 else end
+            if pattern.search(text, start, end):
+                return True
+            i = text.find(literal, end)
+    return False
+
+
+def _at_least(lines: list[str], test: Callable[[str], object], needed: float) -> bool:
+    """True when ``test`` holds for ``needed`` of ``lines`` or more; stops once it is decided."""
+    if needed <= 0:
+        return True
+    spare = len(lines) - needed  # lines that may fail with the answer still yes
+    hits = misses = 0
+    for line in lines:
+        if test(line):
+            hits += 1
+            if hits >= needed:
+                return True
+        else:
+            misses += 1
+            if misses > spare:
+                return False
+    return False
 
 
 def detect_content_type(text: str) -> str:
@@ -119,10 +155,11 @@ _SWE_HEADER = re.compile(r"\A\[File: (?P<path>[^\n]+?) \(\d+ lines total\)\]\n")
 _CAT_N_HEADER = re.compile(r"\AHere's the result of running `cat -n` on (?P<path>[^\n]+?):\n")
 _MORE_LINES = re.compile(r"^\(\d+ more lines (?:above|below)\)\n?", re.MULTILINE)
 _TAG_WRAPPER = re.compile(r"\A(?:<(\w+)>[^<\n]*</\1>\s*)*<output>\n")
+# (prefix at the start, prefix after a newline): a pattern that starts with a literal "\n" is
+# found by a fast scan for that character, where a "^" pattern is tried at every position
 _LINE_NUMBER = {
-    "arrow": re.compile(r"^[ \t]*\d+→", re.MULTILINE),
-    "tab": re.compile(r"^[ \t]*\d+\t", re.MULTILINE),
-    "colon": re.compile(r"^\d+:", re.MULTILINE),
+    kind: (re.compile(rf"\A{prefix}"), re.compile(rf"\n{prefix}"))
+    for kind, prefix in (("arrow", r"[ \t]*\d+→"), ("tab", r"[ \t]*\d+\t"), ("colon", r"\d+:"))
 }
 
 
@@ -155,11 +192,11 @@ def _strip_numbers(text: str, *, allow_colon: bool) -> str:
     lines = [line for line in text.splitlines()[:_SAMPLE_LINES] if line.strip()]
     if not lines:
         return text
-    for kind, pattern in _LINE_NUMBER.items():
+    for kind, (first, later) in _LINE_NUMBER.items():
         if kind == "colon" and not allow_colon:
             continue
-        if sum(1 for line in lines if pattern.match(line)) >= 0.6 * len(lines):
-            return pattern.sub("", text)
+        if _at_least(lines, first.match, 0.6 * len(lines)):
+            return later.sub("\n", first.sub("", text, count=1))
     return text
 
 
@@ -188,8 +225,9 @@ def _parses_as_json(text: str) -> bool:
     return True
 
 
-def _share(lines: list[str], pattern: re.Pattern[str]) -> float:
-    return sum(1 for line in lines if pattern.search(line)) / len(lines)
+def _share(lines: list[str], pattern: re.Pattern[str], share: float) -> bool:
+    """True when ``pattern`` is found in at least ``share`` of ``lines`` (not empty)."""
+    return bool(lines) and _at_least(lines, pattern.search, share * len(lines))
 
 
 _NUMBERED = re.compile(r"^[ \t]*\d+(?:\t|→|:\s|\s{2})")
@@ -217,7 +255,7 @@ def _python_traceback(text: str, lines: list[str]) -> bool:
 
 
 def _java_trace(text: str, lines: list[str]) -> bool:
-    return sum(1 for line in lines if _JAVA_FRAME.match(line)) >= 3
+    return _at_least(lines, _JAVA_FRAME.match, 3)
 
 
 # each marker with the literals one of which any match contains: the regex runs only where one is
@@ -228,12 +266,12 @@ _REPORT_MARKERS: tuple[tuple[tuple[str, ...], re.Pattern[str]], ...] = tuple(
         (("test session starts",), r"=+ test session starts =+"),
         (("passed", "failed"), r"^=+ .*\b\d+ (passed|failed)"),
         (("Tests run:",), r"\bTests run: \d+, Failures: \d+"),
-        (("PASS", "FAIL", "ok"), r"^(PASS|FAIL|ok|---\s(PASS|FAIL)):?\s"),
+        (("PASS", "FAIL", "ok"), r"^(PASS|FAIL|ok|--- (PASS|FAIL)):?(?:\s|$)"),
         (("test result:",), r"^test result: (ok|FAILED)\."),
         (("passing", "failing"), r"\b\d+ (passing|failing)\b"),
         (("Ran ",), r"^Ran \d+ tests? in "),
         # vitest / jest
-        (("Test Files", "Test Suites"), r"^[ \t]*Test (?:Files|Suites):?\s+.*\d+ (?:passed|failed)"),
+        (("Test Files", "Test Suites"), r"^[ \t]*Test (?:Files|Suites):?[ \t]+.*\d+ (?:passed|failed)"),
         (("✓", "×", "❯"), r"^[ \t]*[✓×❯] \S+\.(?:test|spec)\.[jt]sx? \(\d+ tests?"),
     )
 )
@@ -242,7 +280,7 @@ _REPORT_MARKERS: tuple[tuple[tuple[str, ...], re.Pattern[str]], ...] = tuple(
 def _test_report(text: str, lines: list[str]) -> bool:
     # a report announces itself at the start and sums up at the end
     ends = text if len(text) <= 2 * _REPORT_CHARS else text[:_REPORT_CHARS] + "\n" + text[-_REPORT_CHARS:]
-    return any(any(h in ends for h in hints) and p.search(ends) for hints, p in _REPORT_MARKERS)
+    return any(_on_lines_with(hints, p, ends) for hints, p in _REPORT_MARKERS)
 
 
 def _html(text: str, lines: list[str]) -> bool:
@@ -262,35 +300,31 @@ def _grep(text: str, lines: list[str]) -> bool:
     # SWE-agent's search_dir / search_file say so on their first line
     if re.match(r"Found \d+ matches for ", lines[0]):
         return True
-    return len(lines) >= 2 and _share(lines, _GREP) >= 0.6
+    return len(lines) >= 2 and _share(lines, _GREP, 0.6)
 
 
 def _lint(text: str, lines: list[str]) -> bool:
-    return sum(1 for line in lines if _LINT.match(line)) >= 2
+    return _at_least(lines, _LINT.match, 2)
 
 
 def _log(text: str, lines: list[str]) -> bool:
     if len(lines) < 3:
         return False
     # long training and server logs interleave progress bars and warnings with stamped lines
-    stamped = sum(1 for line in lines if _TIMESTAMP.search(line))
-    return stamped >= 0.5 * len(lines) or (stamped >= 5 and stamped >= 0.25 * len(lines))
+    # half the lines stamped, or a quarter and at least five
+    n = len(lines)
+    return _at_least(lines, _TIMESTAMP.search, min(0.5 * n, max(5, 0.25 * n)))
 
 
 def _listing(text: str, lines: list[str]) -> bool:
     if len(lines) < 3:
         return False
-    if lines[0].startswith("total ") and _share(lines[1:], _LS_LONG) >= 0.6:
+    if lines[0].startswith("total ") and _share(lines[1:], _LS_LONG, 0.6):
         return True
     # ls -R: "./dir:" section headers over bare names
-    headers = sum(1 for line in lines if _LS_R_HEADER.match(line))
-    if headers >= 2 and _share(lines, _BARE_NAME) >= 0.8:
+    if _at_least(lines, _LS_R_HEADER.match, 2) and _share(lines, _BARE_NAME, 0.8):
         return True
-    return (
-        _share(lines, _LS_LONG) >= 0.6
-        or _share(lines, _TREE_LINE) >= 0.5
-        or (_share(lines, _PATH_LINE) >= 0.7)
-    )
+    return _share(lines, _LS_LONG, 0.6) or _share(lines, _TREE_LINE, 0.5) or _share(lines, _PATH_LINE, 0.7)
 
 
 def _csv(text: str, lines: list[str]) -> bool:
@@ -304,7 +338,7 @@ def _yaml(text: str, lines: list[str]) -> bool:
     # comments do not count either way: a YAML file often opens with "# ..." lines
     lines = [line for line in lines if not line.lstrip().startswith("#")]
     return (len(lines) >= 3 and text.lstrip().startswith(("---\n", "apiVersion:"))) or (
-        len(lines) >= 4 and _share(lines, _YAML_LINE) >= 0.8
+        len(lines) >= 4 and _share(lines, _YAML_LINE, 0.8)
     )
 
 
@@ -312,15 +346,15 @@ def _source(
     patterns: tuple[tuple[tuple[str, ...], str], ...], needed: int = 2
 ) -> Callable[[str, list[str]], bool]:
     """A rule that holds when ``needed`` of ``patterns`` match. Each pattern comes with literals
-    one of which any match contains: where none is in the text, the regex is not run (C-speed
-    ``in`` against a regex scan per pattern: summaries are made on the agent's hot path)."""
+    one of which any match contains, on the same line: the regex runs only on those lines
+    (:func:`_on_lines_with`; summaries are made on the agent's hot path)."""
     compiled = [(hints, re.compile(p, re.MULTILINE)) for hints, p in patterns]
 
     def rule(text: str, lines: list[str]) -> bool:
         head = text[:_SOURCE_CHARS]  # a file's first lines name its language; the rest only costs
         found = 0
         for hints, pattern in compiled:
-            if any(h in head for h in hints) and pattern.search(head):
+            if _on_lines_with(hints, pattern, head):
                 found += 1
                 if found >= needed:
                     return True
@@ -354,17 +388,17 @@ _RULES: tuple[tuple[str, Callable[[str, list[str]], bool]], ...] = (
                                    ((": string", ": number", ": boolean"),
                                     r"\w\??: (string|number|boolean)\b"),
                                    (("export type", "export enum"), r"^export (type|enum) \w+"),
-                                   ((";",), r"^[ \t]*\w+\??: [\w.<>\[\]| ]+;\s*$")), 2)),
+                                   ((";",), r"^[ \t]*\w+\??: [\w.<>\[\]| ]+;[ \t]*$")), 2)),
     # Python without a def line (models, constants, a slice of a file): imports, classes, self.
     ("Python source", _source(((("import ",), r"^(from [\w.]+ import \S|import [\w.]+( as \w+)?$)"),
-                               (("class ",), r"^[ \t]*class \w+(\([^)]*\))?:\s*$"),
+                               (("class ",), r"^[ \t]*class \w+(\([^)\n]*\))?:[ \t]*$"),
                                (("self.",), r"\bself\.\w+"), (('"""',), r'^[ \t]*"""'),
                                (("if ", "elif ", "for ", "while ", "with ", "except"),
-                                r"^[ \t]*(if|elif|for|while|with|except)\b[^\n;{]*:\s*(#.*)?$")), 2)),
+                                r"^[ \t]*(if|elif|for|while|with|except)\b[^\n;{]*:[ \t]*(#.*)?$")), 2)),
     ("shell script", _source(((("#!/",), r"^#!/(usr/)?bin/(env )?(ba|z)?sh"),
                               (("; then", "; do"), r"^[ \t]*(if|for) .*; (then|do)")), 1)),
     ("YAML", _yaml),
     ("Markdown", _source(((("#",), r"^#{1,6} \S"), (("- ", "* "), r"^[ \t]*[-*] \S"),
-                          (("](", "```"), r"\[[^\]]+\]\([^)]+\)|^```")), 2)),
+                          (("](", "```"), r"\[[^\]\n]+\]\([^)\n]+\)|^```")), 2)),
     ("CSV", _csv),
 )  # fmt: skip

@@ -53,13 +53,15 @@ def _dump_model(obj: Any) -> dict[str, Any]:
 def has_objects(messages: Sequence[Any]) -> bool:
     """True when a history holds SDK objects where SDKs put them."""
     for m in messages:
-        if is_sdk_object(m):
-            return True
-        if isinstance(m, dict):
-            for key in _LIST_FIELDS:
-                items = m.get(key)
-                if isinstance(items, list) and any(is_sdk_object(x) for x in items):
-                    return True
+        if type(m) is not dict:  # plain dicts, the usual case, are told apart without a lookup
+            if is_sdk_object(m):
+                return True
+            if not isinstance(m, dict):
+                continue
+        for key in _LIST_FIELDS:
+            items = m.get(key)
+            if isinstance(items, list) and any(type(x) is not dict and is_sdk_object(x) for x in items):
+                return True
     return False
 
 
