@@ -4,7 +4,7 @@ Replays the trajectory turn by turn (the request before each assistant message) 
 Session, timing ``prepare`` and ``json.dumps`` of the request it returns, in the same process and
 run. Prints a table and, with ``--write``, records it in bench/results.md (section "Speed").
 
-    python bench/speed.py [--write] [--every N] [--no-cache]
+    python bench/speed.py [--write] [--every N] [--memory] [--uncached-every N]
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import gc
 import json
 import statistics
 import sys
+import tempfile
 import time
 import tracemalloc
 from pathlib import Path
@@ -101,12 +102,29 @@ def median_time(rows: list[tuple[int, float, float]], lo: int, hi: int) -> float
     return statistics.median(sel) if sel else float("nan")
 
 
-def resumed(history: list[Any], config: toolkeep.Config) -> float:
-    """First prepare of a new Session given the whole history, as a ratio to json.dumps of it."""
-    with toolkeep.Session(config) as session:
-        t_prep, (out, _) = timed(session.prepare, history, "anthropic")
-    t_dump, _ = timed(json.dumps, out, repeat=3)
-    return t_prep / t_dump
+def resumed(history: list[Any], config: toolkeep.Config, *, runs: int = 9) -> dict[str, float]:
+    """First prepare of a new Session given the whole history, as ratios to json.dumps of the
+    history it was given and of the request it returned: the median over ``runs`` new sessions,
+    each timed next to its own json.dumps (one cold run is at the mercy of a noisy machine).
+
+    Two kinds of resumption: a new Session on a new workspace (the default: its archive and
+    saved files are written anew), and a new Session on the workspace an earlier one kept
+    (``Session(workspace=PATH)``: they are already there)."""
+    out_of: dict[str, list[float]] = {"new": [], "new_out": [], "kept": []}
+    with tempfile.TemporaryDirectory() as kept:
+        with toolkeep.Session(config, workspace=kept) as session:
+            session.prepare(history, "anthropic")
+        for _ in range(runs):
+            for kind, workspace in (("new", None), ("kept", kept)):
+                with toolkeep.Session(config, workspace=workspace) as session:
+                    gc.collect()
+                    t_prep, (out, _) = timed(session.prepare, history, "anthropic")
+                t_history, _ = timed(json.dumps, history)
+                out_of[kind].append(t_prep / t_history)
+                if kind == "new":
+                    t_out, _ = timed(json.dumps, out)
+                    out_of["new_out"].append(t_prep / t_out)
+    return {kind: statistics.median(ratios) for kind, ratios in out_of.items()}
 
 
 def peak_memory(history: list[Any], config: toolkeep.Config) -> float:
@@ -141,10 +159,13 @@ def main() -> None:
     def growth(rows: list[tuple[int, float, float]]) -> float:
         return median_time(rows, *late) / median_time(rows, *early)
 
+    resume = resumed(history, config)
     lines = [
         f"Trajectory: `{path.name}` ({len(history)} messages; request n = its first n messages, as an agent",
         "appending one message at a time sends them), one process, one run. Session: one `Session` over",
         f"all requests. One-off: `run_pipeline` on every {args.uncached_every}th request, no memory of earlier ones.",
+        "Resumed: a new `Session` given the whole history (median of 9 runs, each next to its own",
+        "json.dumps), on a new workspace or on the one an earlier session kept (archive and files there).",
         "",
         "| measure | Session | one-off |",
         "|---|---:|---:|",
@@ -154,7 +175,10 @@ def main() -> None:
         f"| {median_ratio(uncached, *early):.2f}x |",
         f"| growth: median prepare time, requests {late[0]}-{late[1]} vs 200-400 | {growth(cached):.2f}x "
         f"| {growth(uncached):.2f}x |",
-        f"| resumed session: first prepare of the whole history / json.dumps | {resumed(history, config):.2f}x | |",
+        f"| resumed, new workspace: first prepare / json.dumps of the history given | {resume['new']:.2f}x | |",
+        f"| resumed, new workspace: first prepare / json.dumps of the request returned "
+        f"| {resume['new_out']:.2f}x | |",
+        f"| resumed, kept workspace: first prepare / json.dumps of the history given | {resume['kept']:.2f}x | |",
     ]
     if args.memory:
         lines.append(

@@ -13,7 +13,10 @@ to the next one) with their output and report, and on the next request:
   it, unless the block's age moved it into another tier (only the newest few blocks can: steps
   say from which age on their output no longer changes, ``age_horizon``);
 - runs the rest (new messages, the grown block, edited ones) through the same steps a one-off
-  run would, reusing the neutral form of any message whose fingerprint is unchanged.
+  run would, reusing the neutral form of any message whose fingerprint is unchanged. Where the
+  rest holds blocks already past the horizon (a session's first request on a long history, or
+  one after an edit far back), those run as one and are kept as one: their output can no longer
+  change, so neither per-block records nor memoized work are worth their cost.
 
 The output and report are identical to :func:`toolkeep.pipeline.run_pipeline` over the whole
 history; tests check this at every turn of real trajectories. Step lists qualify when every step
@@ -70,6 +73,9 @@ def is_block_local(steps: Sequence[Step]) -> bool:
     """True when every step declares that it can run one block at a time."""
     return all(getattr(step, "block_local", False) for step in steps)
 
+
+_UNKNOWN: Any = object()
+"""The fingerprint of a message not taken: equal to no fingerprint."""
 
 _COUNTERS = (
     "total",
@@ -204,6 +210,7 @@ class BlockEngine:
             settled = n + 1
         runs = [(0, settled)] if settled > 1 else []
         runs += [(n, n + 1) for n in range(settled if settled > 1 else 0, len(bounds))]
+        self._fingerprint_from(tail_start + (bounds[settled] if 1 < settled < len(bounds) else 0))
         call_index = kept_calls
         for a, z in runs:
             lo, hi = bounds[a], ends[z - 1]
@@ -234,20 +241,32 @@ class BlockEngine:
         return min(bisect_right(self._ends, same), max(limit, 0))
 
     def _load(self, fmt: Format, messages: Sequence[Any], start: int) -> History:
-        """Neutral form of ``messages[start:]``, reusing that of messages with the same fingerprint."""
+        """Neutral form of ``messages[start:]``, reusing that of messages with the same fingerprint.
+
+        A newly loaded message's fingerprint is taken later, by :meth:`_fingerprint_from`, and
+        only where a block may run again (nothing changes the message in between: steps never
+        mutate their input)."""
         old = {id(raw): (raw, fp, m) for raw, fp, m in self._fingerprints[start:]}
         loaded: list[tuple[Any, Any, Message]] = []
         for i in range(start, len(messages)):
             raw = messages[i]
-            fp = fingerprint(raw)
             entry = old.get(id(raw))
-            if entry is not None and entry[0] is raw and entry[1] == fp:
+            if entry is not None and entry[0] is raw and entry[1] == fingerprint(raw):
                 loaded.append(entry)
             else:
-                loaded.append((raw, fp, fmt.load_message(i, raw)))
+                loaded.append((raw, _UNKNOWN, fmt.load_message(i, raw)))
         del self._fingerprints[start:]
         self._fingerprints.extend(loaded)
         return [m for _, _, m in loaded]
+
+    def _fingerprint_from(self, start: int) -> None:
+        """Fingerprint the newly loaded messages from ``start`` on. Those before it, in settled
+        blocks, keep none: they are loaded anew if an edit ever makes their block run again."""
+        entries = self._fingerprints
+        for i in range(start, len(entries)):
+            raw, fp, m = entries[i]
+            if fp is _UNKNOWN:
+                entries[i] = (raw, fingerprint(raw), m)
 
     def _neutral(self, start: int, end: int) -> History:
         return [m for _, _, m in self._fingerprints[start:end]]
