@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from hypothesis import given
+from hypothesis import strategies as st
 
 import toolkeep
 from toolkeep.messages import ToolResultPart
@@ -143,6 +144,30 @@ class TestIncremental:
                 assert json.dumps(raw) == json.dumps(fresh)
                 assert raw_report.to_dict() == fresh_report.to_dict()
                 assert json.dumps(sent) == json.dumps(fresh)
+
+    @property_settings(60)
+    @given(case=histories(), data=st.data())
+    def test_resumed_session_and_later_edits_match_a_fresh_run(
+        self, case: tuple[str, list[Any]], data: st.DataObject, tmp_path_factory: Any
+    ) -> None:
+        """A session whose first request is a long history (its settled blocks run as one), then
+        the whole history, then the history with one earlier message replaced or removed, sends
+        at each step what a from-scratch run sends. Short age tiers, so most blocks settle."""
+        fmt, history = case
+        config = toolkeep.Config(truncate_turns=1, summarize_turns=2, recall_protect_turns=1)
+        first = data.draw(st.integers(1, len(history)), label="first request")
+        changed = data.draw(st.integers(0, len(history) - 1), label="changed message")
+        edited = [*history[:changed], *history[changed + 1 :]]
+        if data.draw(st.booleans(), label="replace rather than remove"):
+            edited.insert(changed, copy.deepcopy(history[changed]))
+        with toolkeep.Session(config, workspace=tmp_path_factory.mktemp("ws")) as session:
+            for request in (history[:first], history, edited):
+                out, report = session.prepare(request, format=fmt)
+                fresh, fresh_report = toolkeep.run_pipeline(
+                    request, format=fmt, config=config, workspace=session.workspace, store=session.store
+                )
+                assert json.dumps(out) == json.dumps(fresh)
+                assert report.to_dict() == fresh_report.to_dict()
 
 
 def untouched_parts(fmt: str, messages: list[Any]) -> list[str]:
