@@ -166,7 +166,55 @@ def _fresh_id(old: str, taken: set[str]) -> str:
     return f"{old}_{n}"
 
 
+def _valid_as_is(block: _Block, ctx: StepContext, seen: set[str]) -> list[Message] | None:
+    """The block with its results named, when pairing has nothing to repair in it (the usual
+    case, decided in one pass); ``None`` to leave the decision to the full repair.
+
+    "Nothing to repair": every call has an id and a name, none repeats an id (within the block,
+    or before it where the format wants ids unique), each is answered by exactly one result, no
+    result answers anything else or sits behind other content, and the results are where the
+    provider wants them. ``seen`` gains the block's ids, as the full repair adds them."""
+    a = block.assistant
+    if a is None or not a.parts:
+        return None
+    names: dict[str, str] = {}
+    for p in a.parts:
+        if isinstance(p, ToolCallPart):
+            if not p.id or not p.name or p.id in names:
+                return None
+            names[p.id] = p.name
+        elif isinstance(p, ToolResultPart):
+            return None
+    if ctx.format.unique_call_ids and not seen.isdisjoint(names):
+        return None
+    answered: set[str] = set()
+    positions: list[int] = []
+    other = False
+    for pos, (_, m) in enumerate(block.rest):
+        for p in m.parts:
+            if isinstance(p, ToolResultPart):
+                if other or p.call_id not in names or p.call_id in answered:
+                    return None
+                answered.add(p.call_id)
+                positions.append(pos)
+            else:
+                other = True
+    if len(answered) != len(names):
+        return None
+    if positions:
+        if ctx.format.grouped_results:
+            if positions[-1] != 0 or block.rest[0][1].role != "user":
+                return None
+        elif positions != list(range(len(positions))):
+            return None
+    seen.update(names)
+    return [a, *(_with_names(m, names) for _, m in block.rest)]
+
+
 def _repair_block(block: _Block, ctx: StepContext, seen: set[str]) -> list[Message]:
+    as_is = _valid_as_is(block, ctx, seen)
+    if as_is is not None:
+        return as_is
     assistant, calls = _prune_calls(block, ctx, seen)
     report = ctx.report
     head: list[Message] = [assistant] if assistant is not None else []
