@@ -133,7 +133,7 @@ def detect_content_type(text: str) -> str:
         sample = text[:_SAMPLE_HEAD] + "\n" + text[-_SAMPLE_TAIL:]
     else:
         sample = text
-    body, path = _unwrap(sample)
+    body, path, lines = _unwrap(sample)
     seed = _seed_rules(text if body is sample else body, body)
     if seed != "text":
         return seed
@@ -141,7 +141,8 @@ def detect_content_type(text: str) -> str:
         by_name = _by_extension(path)
         if by_name is not None:
             return by_name
-    lines = [line for line in body.splitlines()[:_SAMPLE_LINES] if line.strip()]
+    if lines is None:
+        lines = _sample_lines(body)
     if not lines:
         return "text"
     for name, rule in _RULES:
@@ -163,9 +164,15 @@ _LINE_NUMBER = {
 }
 
 
-def _unwrap(text: str) -> tuple[str, str | None]:
-    """The output inside the harness's wrapper, without line numbers; and the file path a
-    header names, if any. Returns ``text`` itself (same object) when there was nothing to strip."""
+def _sample_lines(text: str) -> list[str]:
+    """The first :data:`_SAMPLE_LINES` lines of ``text`` that are not blank."""
+    return [line for line in text.splitlines()[:_SAMPLE_LINES] if line.strip()]
+
+
+def _unwrap(text: str) -> tuple[str, str | None, list[str] | None]:
+    """The output inside the harness's wrapper, without line numbers; the file path a header
+    names, if any; and the output's :func:`_sample_lines` when they were taken on the way (else
+    ``None``). Returns ``text`` itself (same object) when there was nothing to strip."""
     body, path = text, None
     body = _EXIT_CODE.sub("", body, count=1)
     header = _SWE_HEADER.match(body) or _CAT_N_HEADER.match(body)
@@ -179,25 +186,26 @@ def _unwrap(text: str) -> tuple[str, str | None]:
         body = body[:end] if end >= 0 else body
     if _SWE_HEADER.match(text) or "more lines" in body[:200]:
         body = _MORE_LINES.sub("", body)
-    body = _strip_numbers(body, allow_colon=header is not None)
-    return (text if body == text else body), path
+    body, lines = _strip_numbers(body, allow_colon=header is not None)
+    return (text if body == text else body), path, lines
 
 
-def _strip_numbers(text: str, *, allow_colon: bool) -> str:
-    """``text`` without its line-number prefixes when most of its lines carry one.
+def _strip_numbers(text: str, *, allow_colon: bool) -> tuple[str, list[str] | None]:
+    """``text`` without its line-number prefixes when most of its lines carry one, with its
+    :func:`_sample_lines` when it is returned unchanged.
 
     The colon form (``12:code``) is only taken after a SWE-agent header: elsewhere it is more
     likely a timestamp or ``file:line`` grep output.
     """
-    lines = [line for line in text.splitlines()[:_SAMPLE_LINES] if line.strip()]
+    lines = _sample_lines(text)
     if not lines:
-        return text
+        return text, lines
     for kind, (first, later) in _LINE_NUMBER.items():
         if kind == "colon" and not allow_colon:
             continue
         if _at_least(lines, first.match, 0.6 * len(lines)):
-            return later.sub("\n", first.sub("", text, count=1))
-    return text
+            return later.sub("\n", first.sub("", text, count=1)), None
+    return text, lines
 
 
 _EXTENSIONS = {
