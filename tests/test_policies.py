@@ -7,10 +7,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from bench.economics.cost import CostModel, SessionMeter
 
 import toolkeep
+from toolkeep.formats import get_format
 from toolkeep.pipeline import POLICIES, run_pipeline
 from toolkeep.policies import Economy, EconomyCompactor, SeedMicrocompactor
+from toolkeep.policies._fold import SLACK, message_chars
 from toolkeep.stores import MemoryStore
 
 from .conftest import TRAJECTORIES, load_trajectory, shared_or_skip
@@ -218,10 +221,11 @@ class TestEconomyBatching:
         return session_of(turns)
 
     def freed(self) -> float:
-        """Tokens freed by moving every big result at once (measured with batching off)."""
+        """Tokens freed by moving every big result at once (measured with batching off), in
+        chars of the texts as JSON strings, as the policy counts them."""
         out = economy_run(self.history(), Economy(batch=False, trim_age=3, summary_age=99))[-1]
-        before = sum(len(t) for t in texts(self.history()).values())
-        return (before - sum(len(t) for t in texts(out).values())) / 4
+        before = sum(len(json.dumps(t)) for t in texts(self.history()).values())
+        return (before - sum(len(json.dumps(t)) for t in texts(out).values())) / 4
 
     def test_batch_below_clear_at_least_is_not_applied(self) -> None:
         """A batch that frees less than ``clear_at_least`` tokens leaves every result as it is."""
@@ -269,6 +273,94 @@ class TestEconomyBatching:
         assert len(texts(last)["toolu_000"]) < len(big) // 2
         # the same move with the newest result priced as rewritten would cost more than it saves
         assert 0.1 * len(big) * (economy.min_horizon + 1) < 1.15 * 200_000
+
+
+def page(n: int) -> str:
+    """A browser page state of ``n`` interactive elements, about 45 chars each."""
+    return "".join(f"[{1000 + i}]<button>Open report_{i}.csv</button>\n" for i in range(n))
+
+
+def listing(n: int) -> str:
+    """A page of ``n`` rows, a file name on every third: its summary with the names index is
+    about a tenth of it."""
+    return "".join(
+        f"<li>row {i % 50} of the listing: {f'report_{i}.csv' if i % 3 == 0 else 'nothing to see'}</li>\n"
+        for i in range(n)
+    )
+
+
+def costs(outputs: list[list[Any]]) -> list[float]:
+    """The cumulative cost after each request, as the economics bench prices it."""
+    meter = SessionMeter(CostModel())
+    out = []
+    for request in outputs:
+        meter.add(request)
+        out.append(meter.cost)
+    return out
+
+
+class TestEconomyInsurance:
+    """A rewrite is paid for by what the session has already saved, so no session, whenever it
+    ends, costs more than unmanaged."""
+
+    def short_session(self) -> list[Any]:
+        # a few small turns, one large page, and the session ends one request later
+        turns = [("browser_click", {"index": i}, "clicked") for i in range(5)]
+        turns += [("browser_get_state", {}, listing(200)), ("browser_click", {"index": 9}, "clicked")]
+        return session_of(turns)
+
+    def test_a_session_ending_right_after_the_first_batch_costs_no_more_than_unmanaged(self) -> None:
+        history = self.short_session()
+        unmanaged = costs(requests(history))
+        outputs = economy_run(history, Economy())
+        assert texts(outputs[-1])["toolu_005"] != listing(200)  # shortened at age 1
+        assert all(c <= u for c, u in zip(costs(outputs), unmanaged, strict=True))
+        # the old guard let a batch cost up to a tenth of what the session had cost unmanaged,
+        # and with nothing saved made it with the whole summary: 3 % over unmanaged here
+        old = costs(economy_run(history, Economy(risk=0.1, lean=False)))
+        assert old[-1] > 1.02 * unmanaged[-1]
+
+    def test_the_first_batch_is_lean_and_later_ones_are_not(self) -> None:
+        """With nothing saved, a result goes to its lean summary (its move free); once the
+        session has saved, the next one gets the whole summary with its names index."""
+        turns = [("browser_click", {"index": i}, "clicked") for i in range(3)]
+        turns += [("browser_get_state", {}, page(200)), ("browser_click", {"index": 9}, "clicked")]
+        turns += [("browser_click", {"index": i}, "clicked") for i in range(6)]
+        turns += [("browser_get_state", {}, page(200)), ("browser_click", {"index": 9}, "clicked")]
+        last = texts(economy_run(session_of(turns), Economy())[-1])
+        first, later = last["toolu_003"], last["toolu_011"]
+        assert first.startswith("[Old tool result cleared -- ") and later.startswith(
+            "[Old tool result cleared -- "
+        )
+        assert len(json.dumps(first)) < 0.08 * len(json.dumps(page(200)))
+        assert len(later) > 1.5 * len(first)
+        assert later.count("report_") > 2 * first.count("report_")
+
+    def test_a_prepared_history_sent_back_is_prepared_the_same(self, tmp_path: Path) -> None:
+        """Old inputs the policy shortened are put back before it folds, so the savings they
+        brought still pay for the same rewrites when the prepared history is sent again."""
+        turns = [("Write", {"file_path": "/a.py", "content": source(400)}, "File written")]
+        turns += [("browser_click", {"index": i}, "clicked") for i in range(7)]
+        turns += [("browser_get_state", {}, page(200)), ("browser_click", {"index": 9}, "clicked")]
+        history = session_of(turns)
+        config = toolkeep.Config(policy="economy")
+        with toolkeep.Session(config, workspace=tmp_path) as session:
+            out, _ = session.prepare(history[:-1], format="anthropic")
+            assert "chars omitted from old tool call input" in out[1]["content"][0]["input"]["content"]
+            assert texts(out)["toolu_008"].count("report_") > 30  # insured: the whole summary
+            again, _ = session.prepare(out, format="anthropic")
+            assert json.dumps(again) == json.dumps(out)
+
+    def test_message_sizes_are_close_to_their_serialization(self) -> None:
+        """The fold prices messages by an estimate of their JSON, within ``SLACK`` chars."""
+        turns = [("Write", {"file_path": "/a.py", "content": source(20)}, "File written")]
+        turns += [("bash", {"command": 'grep -n "x" a.py'}, 'a.py:1: "quoted"\tand\\escaped\n' * 40)]
+        history = session_of(turns)
+        for raw, message in zip(history, get_format("anthropic").load(history), strict=True):
+            assert (
+                abs(len(json.dumps(raw, separators=(",", ":"), ensure_ascii=False)) - message_chars(message))
+                <= SLACK
+            )
 
 
 class TestEconomyPreservation:

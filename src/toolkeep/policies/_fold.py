@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -9,7 +10,18 @@ from typing import Any
 from ..messages import History, Message, TextPart, ToolCallPart, ToolResultPart
 from .commands import Kind
 
-__all__ = ["FoldState", "Item", "fingerprints", "grow_chars", "input_chars", "message_chars"]
+__all__ = [
+    "MESSAGE_OVERHEAD",
+    "RESULT_OVERHEAD",
+    "SLACK",
+    "FoldState",
+    "Item",
+    "fingerprints",
+    "grow_chars",
+    "input_chars",
+    "message_chars",
+    "text_chars",
+]
 
 
 @dataclass(slots=True)
@@ -51,23 +63,44 @@ class FoldState:
     unmanaged: float = 0.0
 
 
+def text_chars(text: str) -> int:
+    """Chars of ``text`` as a JSON string's contents (escapes counted, quotes not)."""
+    return len(json.dumps(text, ensure_ascii=False)) - 2
+
+
 def input_chars(value: Any) -> int:
-    if isinstance(value, str):
-        return len(value)
-    if isinstance(value, Mapping):
-        return sum(len(str(k)) + input_chars(v) for k, v in value.items())
-    if isinstance(value, list):
-        return sum(input_chars(v) for v in value)
-    return len(str(value))
+    """Chars of a tool call's input as compact JSON."""
+    return len(json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str))
+
+
+MESSAGE_OVERHEAD = 30
+"""Chars of a message besides its parts (``{"role":"user","content":[...]}``)."""
+PART_OVERHEAD = 26
+"""Chars of a part besides its contents and ids (``{"type":"text","text":"..."}``)."""
+RESULT_OVERHEAD = 54
+"""Chars of a tool result part besides its text and call id."""
+CALL_OVERHEAD = 46
+"""Chars of a tool call part besides its id, name and input."""
+SLACK = 50
+"""Chars by which ``message_chars`` may miss a message as serialized (a result given as a list
+of text blocks, an error flag): what a rewrite that must cost nothing keeps in reserve per
+message it rewrites."""
 
 
 def message_chars(m: Message) -> int:
-    size = 20
+    """Chars of ``m`` as sent, estimated as Anthropic's compact JSON, the shape the costs are
+    paid in: every message and part carries keys and ids besides its text, which on the small
+    messages of a typical turn are most of the size."""
+    size = MESSAGE_OVERHEAD
     for p in m.parts:
-        if isinstance(p, TextPart | ToolResultPart):
-            size += len(p.text)
+        if isinstance(p, ToolResultPart):
+            size += RESULT_OVERHEAD + len(p.call_id) + text_chars(p.text)
+        elif isinstance(p, TextPart):
+            size += PART_OVERHEAD + text_chars(p.text)
         elif isinstance(p, ToolCallPart):
-            size += len(p.name) + input_chars(p.arguments)
+            size += CALL_OVERHEAD + len(p.id) + len(p.name) + input_chars(p.arguments)
+        else:
+            size += input_chars(p.raw)
     return size
 
 

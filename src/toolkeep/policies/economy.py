@@ -6,13 +6,16 @@ policy that shortens one more result on every request (age tiers, "keep the last
 the tail of the prompt on every request and can cost more than doing nothing. This one:
 
 1. decides each result's shortened forms once, from its original (the tiers: full, trimmed,
-   summary), and only ever moves a result to a shorter tier;
+   summary, lean summary), and only ever moves a result to a shorter tier;
 2. collects the moves that ages call for and applies them together, only when the batch frees
-   at least ``clear_at_least`` tokens *and* the saving on the requests to come (estimated as a
-   quarter of the requests made so far) pays for rewriting the prompt after the first changed
-   message (the messages new in this request are written anyway and are not counted); where the
-   rewrite starts is chosen to maximize that net saving, and a risk guard bounds what one batch
-   may cost the request that makes it. A result is due for its summary at age 1: the agent has
+   at least ``clear_at_least`` tokens, the saving on the requests to come (estimated as many
+   requests as the session has made so far) pays for rewriting the prompt after the first
+   changed message (the messages new in this request are written anyway and are not counted),
+   *and* what the policy has saved so far pays for what the rewrite adds to the request that
+   makes it: so however soon after a batch a session ends, it has cost no more than unmanaged.
+   Where the rewrite starts is chosen to maximize the net saving. With nothing saved yet (the
+   first batch of most sessions), a batch is made with lean summaries, each as long as lets the
+   move of its result cost nothing. A result is due for its summary at age 1: the agent has
    seen it whole once, and only one turn lies after it, so the rewrite is as short as it gets;
 3. keeps what agents use: a read of a file is due one turn later (the agent edits from it) and
    goes at once when the same file is read again, failures and errors stay longer, and the
@@ -39,10 +42,20 @@ from typing import Any
 
 from ..config import Config
 from ..content_type import detect_content_type
-from ..messages import History, Part, ToolCallPart, ToolResultPart
+from ..messages import History, Message, Part, ToolCallPart, ToolResultPart
 from ..shorten import carried_keys, compact_form, marker, summary_form
 from ..steps import Microcompactor, Step, StepContext
-from ._fold import FoldState, Item, fingerprints, grow_chars, input_chars
+from ._fold import (
+    MESSAGE_OVERHEAD,
+    RESULT_OVERHEAD,
+    SLACK,
+    FoldState,
+    Item,
+    fingerprints,
+    grow_chars,
+    input_chars,
+    text_chars,
+)
 from .commands import Kind, call_kind, call_target
 from .previews import lines_summary, trimmed_form, with_names
 
@@ -53,14 +66,18 @@ _FAILURE = re.compile(
     r"BUILD FAILURE|panicked at|exit (?:code|status) [1-9]|command not found|No such file",
 )
 _SOURCE_TYPES = ("source", "JSON", "YAML", "XML", "HTML", "Markdown")
+_OMITTED = " chars omitted from old tool call input ...]"
+_OMITTED_TAIL = re.compile(r"\n\[\.\.\. (\d+)" + re.escape(_OMITTED) + r" <<ccr:([0-9a-f]{16})>>\Z")
+LEAN = 3
+"""The tier of a result's lean summary (see ``Economy.lean``)."""
 
 
 @dataclass(frozen=True, kw_only=True)
 class Economy:
     """The cost model, tiers and levers of the economy policy. Sizes in chars, savings in tokens.
 
-    The levers can be switched off one by one (``batch``, ``smart``, ``previews``, ``inputs``) to
-    measure what each is worth; ``bench/economics`` does.
+    The levers can be switched off one by one (``batch``, ``lean``, ``smart``, ``previews``,
+    ``inputs``) to measure what each is worth; ``bench/economics`` does.
     """
 
     cache_read: float = 0.1
@@ -74,12 +91,19 @@ class Economy:
     """Tokens a batch of tier moves must free to be applied (as Anthropic's ``clear_at_least``)."""
     min_horizon: int = 6
     """Requests a batch is assumed to serve at least..."""
-    horizon_share: float = 0.25
-    """...else this share of the requests made so far (a session that has run long runs on)."""
-    risk: float = 0.1
+    horizon_share: float = 1.0
+    """...else this share of the requests made so far: a session of unknown length that has
+    made ``k`` requests is expected to make about ``k`` more. It only ranks batches by what they
+    are likely to save; what a batch may lose if the session ends early is bounded by ``risk``."""
+    risk: float = 0.0
     """A batch may cost the request that makes it no more than what the policy has saved so far
-    plus this share of what the session has cost unmanaged (bounds the loss of a session that
-    ends right after a batch)."""
+    plus this share of what the session has cost unmanaged. At 0 no session costs more than
+    unmanaged, whichever request it ends after; above 0, one that ends right after a batch may
+    cost up to ``1 + risk`` times unmanaged."""
+    lean: bool = True
+    """When what has been saved cannot pay for a batch with the summaries, make it with lean
+    ones: the summary and names index cut to what lets a result's move, alone in its message,
+    cost nothing (its message written at 1.25x where it was read at 0.1x: about 8 % of it)."""
     min_chars: int = 1_200
     """Results no longer than this are never shortened."""
     trim_age: int = 1
@@ -130,7 +154,7 @@ class EconomyCompactor:
         """Chars of ``item`` sent at ``tier``."""
         if tier not in item.sizes:
             form = self.form(item, tier, ctx)
-            item.sizes[tier] = len(form) if isinstance(form, str) else input_chars(form)
+            item.sizes[tier] = text_chars(form) if isinstance(form, str) else input_chars(form)
         return item.sizes[tier]
 
     def form(self, item: Item, tier: int, ctx: StepContext) -> Any:
@@ -182,11 +206,25 @@ class EconomyCompactor:
             else ""
         )
         kind = kind or ("source" if source else "text")
+        index = min(e.index_max, int(len(original) * e.index_share))
         if tier == 1:
             text = trimmed_form(original, kind, e.trim_chars, keys=keys, paths=paths)
-        else:
+        elif tier == 2:
             text = lines_summary(original, content_type, kind, e.summary_chars, keys=keys, paths=paths)
-        return with_names(text, original, min(e.index_max, int(len(original) * e.index_share)))
+        else:
+            # the lean summary: as long as it can be for a move of this result alone in its
+            # message to cost nothing (the message written at 1.25x where it was read at 0.1x,
+            # with the slack of the size estimate); lines and names index share that length
+            wrapper = MESSAGE_OVERHEAD + RESULT_OVERHEAD + len(p.call_id)
+            read = e.cache_read * (self.size(item, 0, ctx) + wrapper)
+            free = max(0, int((read - e.cache_write * (wrapper + SLACK)) / e.cache_write))
+            text = lines_summary(
+                original, content_type, kind, min(e.summary_chars, free // 2), keys=keys, paths=paths
+            )
+            if text_chars(text) > free:  # the lines chosen overran their share
+                text = summary_form(original, content_type, keys=keys, paths=paths)
+            index = min(index, free - text_chars(text) - text_chars("\nnames: "))
+        return with_names(text, original, index)
 
     def _input_form(self, value: Any, ctx: StepContext) -> Any:
         e = self.economy
@@ -196,7 +234,7 @@ class EconomyCompactor:
             key = ctx.archive(value)
             way = f" {marker(key)}" if key else ""
             omitted = len(value) - e.input_head
-            return f"{value[: e.input_head]}\n[... {omitted} chars omitted from old tool call input ...]{way}"
+            return f"{value[: e.input_head]}\n[... {omitted}{_OMITTED}{way}"
         if isinstance(value, Mapping):
             return {k: self._input_form(v, ctx) for k, v in value.items()}
         if isinstance(value, list):
@@ -222,6 +260,7 @@ class EconomyCompactor:
     # -- the fold ------------------------------------------------------------------------------
 
     def __call__(self, history: History, ctx: StepContext) -> History:
+        history = self._restore_inputs(history, ctx)
         prints = fingerprints(history)
         assistants = [i for i, m in enumerate(history) if m.role == "assistant"]
         fold = self._fold
@@ -244,11 +283,15 @@ class EconomyCompactor:
             fold.registered = assistants[n]
             grown = len(fold.message_chars)
             grow_chars(fold.message_chars, history, assistants[n])
+            # a result cut by a cap or the budget is sent as its entry form (with the names
+            # index); what the cut left out is saved already
+            cut = 0
+            for item, _ in new:
+                if isinstance(item.obj, ToolResultPart):
+                    entry = self.size(item, 0, ctx)
+                    fold.message_chars[item.message] += entry - text_chars(item.obj.text)
+                    cut += text_chars(item.obj.full_text) - entry
             added = sum(fold.message_chars[grown:])
-            # what the caps and budget cut from the new results on entry: saved already
-            cut = sum(
-                len(i.obj.full_text) - len(i.obj.text) for i, _ in new if isinstance(i.obj, ToolResultPart)
-            )
             moves = self._decide(
                 fold.active,
                 fold.message_chars,
@@ -284,6 +327,51 @@ class EconomyCompactor:
         )
         return self._render(history, fold.items + [item for item, _ in trailing], tiers, ctx)
 
+    def _restore_inputs(self, history: History, ctx: StepContext) -> History:
+        """``history`` with the inputs this step shortened in an earlier run put back whole (as
+        ``restore_originals`` does for results), so the fold sees what it saw then and a
+        prepared history sent back is prepared the same way."""
+        out: list[Message] | None = None
+        for index, m in enumerate(history):
+            if m.role != "assistant":
+                continue
+            parts = list(m.parts)
+            changed = False
+            for j, part in enumerate(parts):
+                if isinstance(part, ToolCallPart) and isinstance(part.raw, Mapping):
+                    arguments = self._restored_input(part.arguments, ctx)
+                    if arguments is not part.arguments:
+                        parts[j] = replace(part, arguments=arguments, raw={**part.raw, "input": arguments})
+                        changed = True
+            if changed:
+                out = out if out is not None else list(history)
+                out[index] = replace(m, parts=tuple(parts), dirty=True)
+        return history if out is None else out
+
+    def _restored_input(self, value: Any, ctx: StepContext) -> Any:
+        """``value`` with each string that is an input form of an archived original replaced by
+        it; the very same object when there is none."""
+        if isinstance(value, str):
+            found = _OMITTED_TAIL.search(value) if value.endswith(">>") else None
+            if found is None:
+                return value
+            original = ctx.lookup(found.group(2))
+            head = value[: found.start()]
+            if (
+                original is None
+                or not original.startswith(head)
+                or len(original) - len(head) != int(found.group(1))
+            ):
+                return value
+            return original
+        if isinstance(value, Mapping):
+            items = {k: self._restored_input(v, ctx) for k, v in value.items()}
+            return value if all(items[k] is v for k, v in value.items()) else items
+        if isinstance(value, list):
+            restored = [self._restored_input(v, ctx) for v in value]
+            return value if all(a is b for a, b in zip(restored, value, strict=True)) else restored
+        return value
+
     def _render(
         self, history: History, items: list[Item], moves: dict[int, int], ctx: StepContext
     ) -> History:
@@ -298,7 +386,7 @@ class EconomyCompactor:
                 if form == current.text:
                     continue
                 changes.setdefault(item.message, {})[item.part] = current.with_text(form, key=item.obj.key)  # type: ignore[union-attr]
-                if tier == 2:
+                if tier >= 2:
                     ctx.report.summarized += 1
                 elif tier == 1:
                     ctx.report.truncated += 1
@@ -376,8 +464,9 @@ class EconomyCompactor:
         """The tier moves to make at the ``requests``-th request, whose first ``cached`` messages
         the request before it sent: all that ages call for, if together they pay for the rewrite
         they cause and the rewrite costs this request no more than ``allowance`` (chars x price)
-        over not making it; else none. Messages past ``cached`` are new, written at full price
-        with or without the moves, so they are no part of the rewrite's cost."""
+        over not making it (if only lean summaries bring it there, to those); else none.
+        Messages past ``cached`` are new, written at full price with or without the moves, so
+        they are no part of the rewrite's cost."""
         e = self.economy
         pending: list[tuple[Item, int]] = []
         for item in active:
@@ -392,9 +481,31 @@ class EconomyCompactor:
         # choose where the rewrite starts: the moves from the newest back to the one that
         # maximizes saving minus rewrite cost; a later start rewrites less but frees less
         pending.sort(key=lambda move: move[0].message, reverse=True)
+        best, blocked = self._best(pending, chars, requests, cached, ctx, allowance)
+        if best or not blocked or not e.lean:
+            return pending[:best]
+        # a batch would pay but the savings cannot cover its rewrite: the same moves to the
+        # lean summaries, which cost nothing for a result alone in its message
+        lean = [(item, LEAN if want == 2 and item.kind is not None else want) for item, want in pending]
+        best, _ = self._best(lean, chars, requests, cached, ctx, allowance)
+        return lean[:best]
+
+    def _best(
+        self,
+        pending: list[tuple[Item, int]],
+        chars: list[int],
+        requests: int,
+        cached: int,
+        ctx: StepContext,
+        allowance: float,
+    ) -> tuple[int, bool]:
+        """How many of ``pending`` (newest first) to move; and whether a batch that would have
+        paid was left out because it cost more than ``allowance``."""
+        e = self.economy
         horizon = max(e.min_horizon, int(requests * e.horizon_share)) + 1
         read, write = e.cache_read, e.cache_write
         best, best_net, freed, tail, position = 0, 0.0, 0, 0, cached
+        blocked = False
         for n, (item, want) in enumerate(pending, 1):
             if item.message < position:
                 tail += sum(chars[item.message : position])
@@ -405,15 +516,19 @@ class EconomyCompactor:
             # freed tokens are read at 0.1x by every request to come instead of being kept;
             # the rest of the tail is written at 1.25x once instead of read at 0.1x
             net = (read * freed * horizon - (write - read) * (tail - freed)) / e.chars_per_token
-            extra = write * (tail - freed) - read * tail
-            if net > best_net and extra <= allowance:
-                best, best_net = n, net
-        return pending[:best]
+            # what it adds to this request, with the slack of the size estimate per message
+            extra = write * (tail - freed + SLACK * (cached - position)) - read * tail
+            if net > best_net:
+                if extra <= allowance:
+                    best, best_net = n, net
+                else:
+                    blocked = True
+        return best, blocked
 
     def _allowance(self, fold: FoldState) -> float:
         """What a batch may cost now beyond not making it: what the policy has saved so far,
         plus ``risk`` of what the session has cost unmanaged. So a session that ends right after
-        a batch costs at most about ``1 + risk`` times unmanaged."""
+        a batch costs at most ``1 + risk`` times unmanaged (within the size estimate's slack)."""
         return fold.unmanaged - fold.spent + self.economy.risk * fold.unmanaged
 
     def _account(
