@@ -20,6 +20,11 @@ from .run import Row, all_policies, compute_facts, economy_variant, run_policy
 LEVERS: dict[str, tuple[str, dict[str, object]]] = {
     "economy (bench run)": ("all levers on, pairing skipped", {}),
     "- batching": ("tier moves at every request, not in paying batches", {"batch": False}),
+    "- lean summaries": ("with nothing saved to pay a rewrite, no batch at all", {"lean": False}),
+    "+ 10 % risk": (
+        "a batch may also cost 10 % of the session's unmanaged cost so far, the whole summary",
+        {"risk": 0.1, "lean": False},
+    ),
     "- command classes": ("no command classes: no failure hold, no superseded reads", {"smart": False}),
     "- read hold": ("file reads summarized at the same age as other results", {"read_factor": 1}),
     "- content previews": ("SPEC head+tail and one-line summary, no names index", {"previews": False}),
@@ -33,6 +38,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--only", help="comma-separated row names to run (unmanaged always runs)")
     parser.add_argument("--levers", action="store_true", help="also measure each economy lever")
     parser.add_argument("--no-write", action="store_true", help="print only; leave bench/results.md")
+    parser.add_argument("--write", action="store_true", help="write bench/results.md (the default)")
     args = parser.parse_args(argv)
     trajectories = load_trajectories()
     if not trajectories:

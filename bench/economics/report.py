@@ -11,6 +11,7 @@ from .run import Row, Summary, summarize
 
 RESULTS = REPO / "bench" / "results.md"
 HEADING = "## Economics"
+UNSEEN = "### Unseen sessions\n"
 
 GOALS: tuple[tuple[str, Callable[[Summary], bool]], ...] = (
     ("pooled cost <= 0.50x unmanaged", lambda s: s.pooled <= 0.50),
@@ -139,6 +140,14 @@ def write_section(
             new = old.rstrip("\n") + "\n\n" + text
         else:
             end = old.find("\n## ", start + len(HEADING))
-            new = old[:start] + text + ("\n" + old[end + 1 :] if end >= 0 else "")
+            # the unseen sessions' table is written by ``bench.economics.unseen``: kept
+            unseen = old.find(UNSEEN, start, end if end >= 0 else len(old))
+            kept = old[unseen : end + 1 if end >= 0 else len(old)].rstrip("\n") + "\n" if unseen >= 0 else ""
+            new = (
+                old[:start]
+                + text
+                + ("\n" + kept if kept else "")
+                + ("\n" + old[end + 1 :] if end >= 0 else "")
+            )
         path.write_text(new.rstrip("\n") + "\n", encoding="utf-8")
     return text, met

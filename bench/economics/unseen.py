@@ -5,6 +5,8 @@
 are one of the 27 converted trajectories the policies were tuned on (same tool outputs), and
 prices the rest exactly as ``python -m bench.economics`` does. With ``--write`` it records the
 result under "### Unseen sessions" in the "## Economics" section of ``bench/results.md``.
+``--sessions`` also prints one line per session: its requests, its longest tool result, its
+unmanaged cost and each row's ratio to it (economy's facts visible last), dearest first.
 """
 
 from __future__ import annotations
@@ -19,8 +21,8 @@ from typing import Any
 from toolkeep.replay.importers import iter_log_files, load_sessions
 
 from .cost import CostModel
-from .data import DATA_DIR, SHARED, Trajectory, load_trajectories
-from .run import REFERENCES, compute_facts, run_policy, summarize, toolkeep_policy
+from .data import DATA_DIR, SHARED, Trajectory, block_text, load_trajectories
+from .run import REFERENCES, Row, compute_facts, run_policy, summarize, toolkeep_policy
 
 RAW_DIR = SHARED / "bench-data" / "raw"
 ROWS = ("unmanaged", "swe-agent-keep5", "anthropic-clear")
@@ -62,9 +64,46 @@ def unseen_trajectories() -> list[Trajectory]:
     return out
 
 
+def longest_result(t: Trajectory) -> int:
+    """Chars of the session's longest tool result."""
+    return max(
+        (
+            len(block_text(b))
+            for m in t.messages
+            if isinstance(m.get("content"), list)
+            for b in m["content"]
+            if isinstance(b, dict) and b.get("type") == "tool_result"
+        ),
+        default=0,
+    )
+
+
+def session_lines(rows: dict[str, Row], trajectories: Sequence[Trajectory]) -> list[str]:
+    """One line per session, the dearest for economy first."""
+    base = rows["unmanaged"]
+    economy = rows["economy"]
+    names = [n for n in rows if n != "unmanaged"]
+    out = [
+        "| session | requests | longest result (chars) | unmanaged (tokens) | "
+        + " | ".join(names)
+        + " | economy facts visible |",
+        "|---|---:|---:|---:|" + "---:|" * (len(names) + 1),
+    ]
+    ordered = sorted(trajectories, key=lambda t: -economy.costs[t.name] / base.costs[t.name])
+    for t in ordered:
+        ratios = " | ".join(f"{rows[n].costs[t.name] / base.costs[t.name]:.3f}" for n in names)
+        tally = economy.facts[t.name]
+        out.append(
+            f"| {t.name} | {len(t.requests)} | {longest_result(t):,} | {base.costs[t.name]:,.0f} | "
+            f"{ratios} | {tally.visible}/{tally.total} |"
+        )
+    return out
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.economics.unseen", description=__doc__)
     parser.add_argument("--write", action="store_true", help="record the table in bench/results.md")
+    parser.add_argument("--sessions", action="store_true", help="also print one line per session")
     args = parser.parse_args(argv)
     trajectories = unseen_trajectories()
     if not trajectories:
@@ -94,6 +133,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     text = "\n".join(lines)
     print(text)
+    if args.sessions:
+        print("\n" + "\n".join(session_lines(rows, trajectories)))
     if args.write:
         results = Path(__file__).resolve().parents[1] / "results.md"
         body = results.read_text(encoding="utf-8")
