@@ -28,6 +28,14 @@ def fresh(history: list[Any], session: toolkeep.Session) -> tuple[list[Any], dic
     return out, report.to_dict()
 
 
+def assert_as_fresh(session: toolkeep.Session, request: list[Any]) -> None:
+    """The session's output and report for ``request`` are a fresh run's."""
+    out, report = session.prepare(request, format="anthropic")
+    expected, expected_report = fresh(request, session)
+    assert out == expected
+    assert report.to_dict() == expected_report
+
+
 def _turns(n: int) -> list[Any]:
     history: list[Any] = [{"role": "user", "content": "start"}]
     for k in range(n):
@@ -94,10 +102,7 @@ def test_removed_message_is_reprocessed(tmp_path: Path) -> None:
     history = _turns(6)
     with toolkeep.Session(toolkeep.Config(), workspace=tmp_path) as session:
         session.prepare(history)
-        shorter = history[:3] + history[5:]
-        out, _ = session.prepare(shorter)
-        expected, _ = fresh(shorter, session)
-        assert out == expected
+        assert_as_fresh(session, history[:3] + history[5:])
 
 
 def test_fingerprint_sees_block_level_changes() -> None:
@@ -184,7 +189,21 @@ def test_settled_blocks_run_as_one_and_stay_correct(change: str, tmp_path: Path)
                 "role": "user",
                 "content": [{"type": "tool_result", "tool_use_id": "t11", "content": "x"}],
             }
-        out, report = session.prepare(nxt)
-        expected, expected_report = fresh(nxt, session)
-        assert out == expected
-        assert report.to_dict() == expected_report
+        assert_as_fresh(session, nxt)
+
+
+def test_block_grown_by_removing_the_assistant_message_after_it(tmp_path: Path) -> None:
+    """Removing the assistant message that ended a block makes the messages after it part of
+    that block: it must run again though all its own messages are unchanged (found by the
+    property test: the block was kept, and its result not packed with the next user text)."""
+    history: list[Any] = [
+        {"role": "user", "content": "go"},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "a", "name": "read", "input": {}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "a", "content": "r"}]},
+        {"role": "assistant", "content": [{"type": "text", "text": "reading"}]},
+        {"role": "user", "content": [{"type": "text", "text": "look at this"}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "gone", "content": ""}]},
+    ]
+    with toolkeep.Session(toolkeep.Config(), workspace=tmp_path) as session:
+        session.prepare(history)
+        assert_as_fresh(session, history[:3] + history[4:])

@@ -25,7 +25,7 @@ is ``block_local`` (see :data:`toolkeep.steps.Step`).
 
 from __future__ import annotations
 
-from bisect import bisect_right
+from bisect import bisect_left
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -234,11 +234,14 @@ class BlockEngine:
         return list(self._out)
 
     def _reusable_blocks(self, same: int) -> int:
-        """How many of the last request's blocks lie within its first ``same`` messages."""
-        # the last block always reruns: new messages may belong to it; so does every block from
-        # the first one whose output could not be saved, to retry the save
+        """How many of the last request's blocks lie within its first ``same`` messages and are
+        still followed by the assistant message that ended them."""
+        # a block that ends where the unchanged prefix ends reruns: what follows it now may not
+        # be an assistant message, and then belongs to it (a removed or replaced assistant
+        # message); the last block always does, as new messages may belong to it; so does every
+        # block from the first one whose output could not be saved, to retry the save
         limit = min(len(self._blocks) - 1, self._first_failed)
-        return min(bisect_right(self._ends, same), max(limit, 0))
+        return min(bisect_left(self._ends, same), max(limit, 0))
 
     def _load(self, fmt: Format, messages: Sequence[Any], start: int) -> History:
         """Neutral form of ``messages[start:]``, reusing that of messages with the same fingerprint.
