@@ -135,3 +135,31 @@ class TestValidate:
         """A content without parts is rejected."""
         (v,) = toolkeep.validate([{"role": "user", "parts": []}], FMT)
         assert v.rule == "empty_content"
+
+
+def test_id_less_response_given_to_a_call_of_another_name_is_sent_under_its_name() -> None:
+    """Pruning a duplicate call can leave an id-less response (matched by name) answering a call
+    of another name; it must go out so the provider pairs it with that call (found by the
+    property test over genai Content objects)."""
+    for response in ({"id": "", "name": "Read"}, {"name": "Read"}):
+        contents: list[Any] = [
+            {"role": "user", "parts": [{"text": "go"}]},
+            {
+                "role": "model",
+                "parts": [
+                    {"functionCall": {"id": "toolu_01", "name": "read", "args": {}}},
+                    {"functionCall": {"id": "toolu_01", "name": "Read", "args": {}}},
+                ],
+            },
+            {
+                "role": "user",
+                "parts": [
+                    {"functionResponse": {**response, "response": {"output": "a"}}},
+                    {"functionResponse": {"id": "toolu_01", "name": "Read", "response": {"output": "b"}}},
+                ],
+            },
+        ]
+        out, report = toolkeep.run_pipeline(contents, format="gemini")
+        assert toolkeep.validate(out, "gemini") == []
+        assert report.to_dict()["repairs"]["duplicates_pruned"] == 1
+        assert [p["functionResponse"]["response"] for p in out[2]["parts"]] == [{"output": "a"}]

@@ -137,14 +137,21 @@ class GeminiFormat(Format):
             return p.raw if p.raw is not None else {"text": getattr(p, "text", "")}
         if isinstance(p, ToolCallPart):
             return p.raw  # calls are never renamed here (ids need not be unique)
-        if not p.modified and p.raw is not None:
-            return p.raw
         raw = p.raw if isinstance(p.raw, Mapping) else None
         found = _get(raw, _RESPONSE_KEYS) if raw is not None else None
+        # an id-less response is matched by its name: one that pairing gave to a call of another
+        # name (after pruning a duplicate call) must be sent under that call's name
+        renamed = bool(
+            found and p.name and not _str(found[1].get("id")) and _str(found[1].get("name")) != p.name
+        )
+        if not p.modified and p.raw is not None and not renamed:
+            return p.raw
         key = found[0] if found else ("function_response" if snake else "functionResponse")
         body: dict[str, Any] = dict(found[1]) if found else {"name": p.name or ""}
         if "#" not in p.call_id and (found is None or "id" in body or p.synthetic):
             body["id"] = p.call_id
+        if renamed and not _str(body.get("id")):
+            body["name"] = p.name
         old = body.get("response")
         _, _, where = response_text(old)
         key_out = "error" if p.is_error else where or "output"
