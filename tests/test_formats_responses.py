@@ -190,3 +190,40 @@ class TestStoredResponses:
         """An input holding ``item_reference`` items keeps outputs whose call it does not show."""
         items = [{"type": "item_reference", "id": "fc_stored"}, output("call_stored")]
         assert toolkeep.validate(items, FMT) == []
+
+
+def _assistant_text(text: str) -> dict[str, Any]:
+    return {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": text}]}
+
+
+def test_unknown_item_left_last_in_a_run_goes_after_the_outputs() -> None:
+    """An item of a new kind inside a run, left last when the calls after it are pruned, is sent
+    after the run's outputs (as input it would split a call from its output on the next load,
+    and a second prepare would move the output: found by the slow fuzz profile)."""
+    future = {"type": "future_item", "id": "x_1"}
+    cases: list[list[Any]] = [
+        [  # a duplicate call pruned: the run's output comes before the unknown item
+            {"role": "user", "content": "go"},
+            {"type": "function_call", "call_id": "c1", "name": "read", "arguments": "{}"},
+            future,
+            {"type": "function_call", "call_id": "c1", "name": "read", "arguments": "{}"},
+            {"type": "function_call_output", "call_id": "c1", "output": "ok"},
+        ],
+        [  # a call without a name pruned, its output with it: another run follows at once
+            {"role": "user", "content": "go"},
+            _assistant_text("looking"),
+            future,
+            {"type": "function_call", "call_id": "c9", "name": "", "arguments": "{}"},
+            {"type": "function_call_output", "call_id": "c9", "output": "ok"},
+            _assistant_text("done"),
+        ],
+    ]
+    for history in cases:
+        once, _ = toolkeep.run_pipeline(history, format="openai-responses")
+        twice, _ = toolkeep.run_pipeline(once, format="openai-responses")
+        assert twice == once
+        assert toolkeep.validate(once, "openai-responses") == []
+        assert sum(item is future for item in once) == 1
+        ahead = once[: once.index(future)]
+        assert all(item.get("type") != "function_call_output" for item in once[once.index(future) :])
+        assert ahead[-1].get("type") != "function_call"

@@ -29,7 +29,8 @@ microcompaction boundary would come out differently (not idempotent).
 
 A changed run is dumped part by part; a reasoning item left without any item after it (its call
 was pruned as a duplicate) is dropped with it, since the API refuses a reasoning item "without its
-required following item". A renamed call loses its item ``id`` (``fc_...``): the API ties an item
+required following item"; an item of an unknown kind left last goes after the run's outputs
+(next time it would load as input between them and their calls). A renamed call loses its item ``id`` (``fc_...``): the API ties an item
 id to its reasoning item and to the stored response, and a renamed call is neither.
 """
 
@@ -227,32 +228,51 @@ class OpenAIResponsesFormat(Format):
             for c in m.calls
         }
         previous = ""
+        after_outputs: list[Any] = []  # items of new kinds that ended a changed run
         for m in history:
             if _RUN in m.meta:
                 continue
+            if m.role != "tool" and after_outputs:
+                out.extend(after_outputs)  # (a run right after still gets its "(continue)")
+                after_outputs = []
             if m.role == "assistant" and previous == "assistant":
                 out.append(copy.deepcopy(CONTINUE_ITEM))
             previous = m.role
             if m.role == "assistant":
-                out.extend(self._dump_run(m))
+                items, after_outputs = self._dump_run(m)
+                out.extend(items)
             elif not m.dirty and m.raw is not None:
                 out.append(m.raw)
             else:
                 out.extend(self._dump_result(p, kinds.get(p.call_id, "")) for p in m.results)
+        out.extend(after_outputs)
         return out
 
-    def _dump_run(self, m: Message) -> list[Any]:
+    def _dump_run(self, m: Message) -> tuple[list[Any], list[Any]]:
+        """The run's items, and the items of new kinds to send after the outputs that follow it.
+
+        An item of a kind toolkeep does not know belongs to a run only between two model items
+        (see :func:`_model_sides`): one that a pruned call leaves at the end of the run would
+        load next time as input between the calls and their outputs. It goes after the outputs
+        instead (so a second ``prepare`` gives the same request), and a reasoning item left last
+        goes, as the API refuses one "without its required following item"."""
         if not m.dirty and isinstance(m.raw, tuple):
-            return list(m.raw)
+            return list(m.raw), []
         items: list[Any] = []
         for p in m.parts:
             if isinstance(p, ToolCallPart):
                 items.append(self._dump_call(p))
             elif isinstance(p, OpaquePart):
                 items.append(p.raw)
-        while items and isinstance(items[-1], Mapping) and items[-1].get("type") == "reasoning":
-            items.pop()  # its following item was pruned
-        return items
+        later: list[Any] = []
+        while items and isinstance(items[-1], Mapping):
+            if _side(items[-1]) == "unknown":
+                later.insert(0, items.pop())
+            elif items[-1].get("type") == "reasoning":
+                items.pop()  # its following item was pruned
+            else:
+                break
+        return items, later
 
     @staticmethod
     def _dump_call(p: ToolCallPart) -> Any:
