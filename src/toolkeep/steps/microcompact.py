@@ -96,8 +96,8 @@ class Microcompactor:
         updates: dict[tuple[int, int], ToolResultPart] = {}
         for slot in iter_results(history, ctx.age_offset):
             p = slot.result
-            if slot.age < self.truncate_turns:
-                continue
+            if slot.age < self.truncate_turns or len(p.full_text) <= self.min_chars:
+                continue  # young or small: it stays as it is (most results; no lookup needed)
             age_key = self.age_key(slot.age, ctx)
             new = ctx.memo.get("compact", p, age_key)
             if new is MISSING:
@@ -106,8 +106,7 @@ class Microcompactor:
                 if len(ctx.report.save_errors) == failures:  # a failed archive is retried next run
                     ctx.memo.put("compact", p, new, age_key)
             if new is None:
-                if slot.age >= self.truncate_turns and len(p.full_text) > self.min_chars:
-                    ctx.report.preserved += self.preserved(p)
+                ctx.report.preserved += self.preserved(p)
                 continue
             updates[(slot.message, slot.part)] = new
             if slot.age >= self.summarize_turns:
