@@ -59,6 +59,8 @@ class ToolCaps:
         updates: dict[tuple[int, int], ToolResultPart] = {}
         for slot in iter_results(history):
             p = slot.result
+            if len(p.full_text) <= self.cap_for(p.name):
+                continue  # within its cap: nothing to look up
             new = ctx.memo.get("caps", p)
             if new is MISSING:
                 failures = len(ctx.report.save_errors)

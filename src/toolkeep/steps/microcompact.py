@@ -47,6 +47,9 @@ class Microcompactor:
         self.content_type = content_type
         # None: take it from the run's config, so a pipeline built without it still protects
         self.recall_protect_turns = recall_protect_turns
+        self._types: dict[str, str] = {}
+        """Content type by archive key: agents read the same file again and again (one summary
+        in five on the largest real session repeats an earlier one's original)."""
 
     def preserved(self, p: ToolResultPart) -> bool:
         """True for results this compactor never shortens."""
@@ -85,7 +88,12 @@ class Microcompactor:
         keys = ([key] if key else []) + carried_keys(original)
         paths = [p.saved_path] if p.saved_path else []
         if age >= self.summarize_turns:
-            text = summary_form(original, self.content_type(original), keys=keys, paths=paths)
+            kind = self._types.get(key) if key else None
+            if kind is None:
+                kind = self.content_type(original)
+                if key:
+                    self._types[key] = kind
+            text = summary_form(original, kind, keys=keys, paths=paths)
         else:
             text = compact_form(original, self.head, self.tail, keys=keys, paths=paths)
         if text != p.text and len(text) >= len(p.text):
