@@ -143,9 +143,9 @@ def check_tool_messages(history: History, rules: ToolMessageRules) -> list[Viola
 
 
 def expect_mapping(value: Any, index: int, what: str = "message") -> Mapping[str, Any]:
-    if not isinstance(value, Mapping):
-        raise FormatError(f"{what} must be an object, got {type(value).__name__}", index=index)
-    return value
+    if type(value) is dict or isinstance(value, Mapping):  # a plain dict without the ABC check
+        return value
+    raise FormatError(f"{what} must be an object, got {type(value).__name__}", index=index)
 
 
 def results_in_next_user(results: list[ToolResultPart], rest: list[Message]) -> list[Message]:
