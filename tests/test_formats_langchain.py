@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
 from langchain_core.messages import (
     AIMessage,
     HumanMessage,
@@ -100,3 +101,18 @@ class TestValidate:
             [HumanMessage(content="x"), ToolMessage(content="r", tool_call_id="zz")], FMT
         )
         assert (v.index, v.id, v.rule) == (1, "zz", "orphan_result")
+
+
+def test_tool_calls_that_are_not_a_list_are_refused_with_a_typed_error() -> None:
+    """A dict-form AI message whose ``tool_calls`` is no list gets a FormatError naming the
+    message and field, not a TypeError from deep inside (found by the slow fuzz profile)."""
+
+    for value in (5, "call", {"id": "a"}):
+        history = [
+            {"type": "human", "data": {"content": "hi"}},
+            {"type": "ai", "data": {"content": "x", "tool_calls": value}},
+        ]
+        with pytest.raises(toolkeep.FormatError) as raised:
+            toolkeep.run_pipeline(history, format="langchain")
+        assert raised.value.index == 1
+        assert raised.value.field == "tool_calls"

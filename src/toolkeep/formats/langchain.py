@@ -113,7 +113,12 @@ class LangChainFormat(Format):
         elif isinstance(content, list) and content:
             parts.append(OpaquePart(content))
         if role == "assistant":
-            for call in _get(data, "tool_calls") or ():
+            calls = _get(data, "tool_calls") or ()
+            if not isinstance(calls, (list, tuple)):
+                raise FormatError(
+                    f"tool_calls must be a list, got {type(calls).__name__}", index=index, field="tool_calls"
+                )
+            for call in calls:
                 if not isinstance(call, Mapping):
                     raise FormatError("tool_calls items must be objects", index=index, field="tool_calls")
                 call_id, name = call.get("id"), call.get("name")
