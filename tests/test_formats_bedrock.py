@@ -122,3 +122,14 @@ class TestRepair:
         out, _ = prepared(messages, tmp_path)
         content = out[2]["content"][0]["toolResult"]["content"]
         assert content[1] == image and len(content[0]["text"]) < len(big)
+
+
+def test_blank_text_block_is_reported_as_bedrock_words_it() -> None:
+    """Bedrock refuses a text block that is empty or only whitespace; the validator says where."""
+    history = [
+        {"role": "user", "content": [{"text": "go"}]},
+        {"role": "assistant", "content": [{"text": "  \n"}, {"text": "fine"}]},
+    ]
+    violations = toolkeep.validate(history, "bedrock")
+    assert [(v.index, v.rule) for v in violations] == [(1, "blank_text")]
+    assert "messages.1.content.0 is blank" in violations[0].message

@@ -198,6 +198,16 @@ class BedrockFormat(Format):
                         f"The content field in the Message object at messages.{i} is empty. Add a ContentBlock object to the content field and try again.",
                     )
                 )
+            out.extend(
+                Violation(
+                    i,
+                    None,
+                    "blank_text",
+                    f"The text field in the ContentBlock object at messages.{i}.content.{j} is blank. Add text to the text field, and try again.",
+                )
+                for j, p in enumerate(m.parts)
+                if isinstance(p, TextPart) and not p.text.strip()
+            )
             if m.role == "assistant":
                 out.extend(self._check_calls(history, i, seen))
             else:
