@@ -71,9 +71,12 @@ class Format(ABC):
     def detect(self, messages: Sequence[Any]) -> int:
         """0: cannot be this format; 1: compatible; 2: shows features only this format has."""
 
-    @abstractmethod
     def load(self, messages: Sequence[Any]) -> History:
-        """The neutral form of a history; raises :class:`FormatError` on a malformed message."""
+        """The neutral form of a history; raises :class:`FormatError` on a malformed message.
+
+        One :meth:`load_message` per message; formats that read a message in the light of the
+        ones before it (Gemini, OpenAI Responses, SDK objects) override this."""
+        return [self.load_message(i, m) for i, m in enumerate(messages)]
 
     @abstractmethod
     def dump(self, history: History) -> list[Any]:

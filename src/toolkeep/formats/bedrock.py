@@ -76,10 +76,7 @@ class BedrockFormat(Format):
                     score = 2
         return score
 
-    def load(self, messages: Sequence[Any]) -> History:
-        return [self._load_message(i, m) for i, m in enumerate(messages)]
-
-    def _load_message(self, index: int, raw: Any) -> Message:
+    def load_message(self, index: int, raw: Any) -> Message:
         m = expect_mapping(raw, index)
         role = m.get("role")
         if role not in _ROLES:

@@ -83,10 +83,7 @@ class LangChainFormat(Format):
                 return 0
         return 2 if messages else 0
 
-    def load(self, messages: Sequence[Any]) -> History:
-        return [self._load_message(i, m) for i, m in enumerate(messages)]
-
-    def _load_message(self, index: int, raw: Any) -> Message:
+    def load_message(self, index: int, raw: Any) -> Message:
         fields = _fields(raw)
         if fields is None:
             raise FormatError(

@@ -57,9 +57,6 @@ class OpenAIChatFormat(Format):
                 return 0
         return score
 
-    def load(self, messages: Sequence[Any]) -> History:
-        return [self.load_message(i, m) for i, m in enumerate(messages)]
-
     def load_message(self, index: int, raw: Any) -> Message:
         m = expect_mapping(raw, index)
         role = m.get("role")
