@@ -129,6 +129,20 @@ class StepContext:
             return None
         return key
 
+    def remembered(
+        self, space: str, obj: Any, work: Callable[..., T], *args: Any, extra: Hashable = None
+    ) -> T:
+        """``work(*args)`` for ``obj``, done once per session: taken from the memo when it is
+        there. Work during which a save failed (archive or persist) is not remembered, so the
+        next run retries the save."""
+        value = self.memo.get(space, obj, extra)
+        if value is MISSING:
+            failures = len(self.report.save_errors)
+            value = work(*args)
+            if len(self.report.save_errors) == failures:
+                self.memo.put(space, obj, value, extra)
+        return value  # type: ignore[no-any-return]
+
     def lookup(self, key: str) -> str | None:
         """The archived original behind ``key``, if the store has it."""
         if self.store is None:

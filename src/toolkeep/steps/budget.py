@@ -6,7 +6,7 @@ from collections import defaultdict
 
 from ..messages import History, ToolResultPart
 from ..shorten import carried_keys, preview_form
-from ._context import MISSING, ResultSlot, StepContext, iter_results, replace_results
+from ._context import ResultSlot, StepContext, iter_results, replace_results
 
 __all__ = ["ResultBudget"]
 
@@ -46,14 +46,7 @@ class ResultBudget:
 
     def memo_preview(self, p: ToolResultPart, ctx: StepContext) -> ToolResultPart | None:
         """:meth:`preview`, done once per result per session (failed saves are retried)."""
-        new = ctx.memo.get("preview", p)
-        if new is MISSING:
-            failures = len(ctx.report.save_errors)
-            new = self.preview(p, ctx)
-            # a failed save (persist or archive) is retried next run, so not remembered
-            if len(ctx.report.save_errors) == failures:
-                ctx.memo.put("preview", p, new)
-        return new  # type: ignore[no-any-return]
+        return ctx.remembered("preview", p, self.preview, p, ctx)
 
     def __call__(self, history: History, ctx: StepContext) -> History:
         updates: dict[tuple[int, int], ToolResultPart] = {}

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from ..config import DEFAULT_TOOL_CAPS
 from ..messages import History, ToolResultPart
 from ..shorten import cap_form, carried_keys
-from ._context import MISSING, StepContext, iter_results, replace_results
+from ._context import StepContext, iter_results, replace_results
 
 __all__ = ["ToolCaps"]
 
@@ -61,13 +61,7 @@ class ToolCaps:
             p = slot.result
             if len(p.full_text) <= self.cap_for(p.name):
                 continue  # within its cap: nothing to look up
-            new = ctx.memo.get("caps", p)
-            if new is MISSING:
-                failures = len(ctx.report.save_errors)
-                new = self.cut(p, ctx)
-                # a failed save (persist or archive) is retried next run, so not remembered
-                if len(ctx.report.save_errors) == failures:
-                    ctx.memo.put("caps", p, new)
+            new = ctx.remembered("caps", p, self.cut, p, ctx)
             if new is not None:
                 updates[(slot.message, slot.part)] = new
                 ctx.report.capped += 1

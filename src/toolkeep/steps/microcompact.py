@@ -8,7 +8,7 @@ from ..config import DEFAULT_PRESERVE_TOOLS
 from ..content_type import detect_content_type
 from ..messages import History, ToolResultPart
 from ..shorten import carried_keys, compact_form, summary_form
-from ._context import MISSING, StepContext, iter_results, replace_results
+from ._context import StepContext, iter_results, replace_results
 
 __all__ = ["Microcompactor"]
 
@@ -106,13 +106,8 @@ class Microcompactor:
             p = slot.result
             if slot.age < self.truncate_turns or len(p.full_text) <= self.min_chars:
                 continue  # young or small: it stays as it is (most results; no lookup needed)
-            age_key = self.age_key(slot.age, ctx)
-            new = ctx.memo.get("compact", p, age_key)
-            if new is MISSING:
-                failures = len(ctx.report.save_errors)
-                new = self.compact(p, slot.age, ctx)
-                if len(ctx.report.save_errors) == failures:  # a failed archive is retried next run
-                    ctx.memo.put("compact", p, new, age_key)
+            key = self.age_key(slot.age, ctx)
+            new = ctx.remembered("compact", p, self.compact, p, slot.age, ctx, extra=key)
             if new is None:
                 ctx.report.preserved += self.preserved(p)
                 continue
