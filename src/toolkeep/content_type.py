@@ -38,24 +38,6 @@ _SOURCE_CHARS = 3_000
 _REPORT_CHARS = 2_000
 
 
-def detect_content_type_seed(text: str) -> str:
-    """The seed's rules only, literally: JSON, Go, Python, JavaScript, diff, git log, else text."""
-    stripped = text.strip()
-    if stripped[:1] in ("{", "[") and _parses_as_json(stripped):
-        return "JSON"
-    if "package " in text:
-        return "Go source"
-    if "def " in text:
-        return "Python source"
-    if "function " in text:
-        return "JavaScript source"
-    if stripped.startswith(("diff ", "--- ")):
-        return "diff"
-    if stripped.startswith("commit "):
-        return "git log"
-    return "text"
-
-
 # a line-number prefix as cat -n / nl (tab), Claude Code Read (arrow) or SWE-agent (colon) write it
 _NUM = r"(?:[ \t]*\d+(?:→|\t|:))?"
 _GO_CLAUSE = re.compile(rf"^{_NUM}package [A-Za-z_]\w*[ \t]*(?://.*)?$", re.MULTILINE)
@@ -67,26 +49,43 @@ _JS_FUNCTION = re.compile(
 )
 
 
+# the seed's code rules in its order: label, the seed's literal, and the evidence toolkeep asks
+# for instead (a literal every match of the pattern holds, and the line-local pattern)
+_CODE_RULES: tuple[tuple[str, str, str, re.Pattern[str]], ...] = (
+    ("Go source", "package ", "package ", _GO_CLAUSE),
+    ("Python source", "def ", "def ", _PY_DEF),
+    ("JavaScript source", "function ", "function", _JS_FUNCTION),
+)
+
+
+def _seed_order(text: str, is_code: Callable[[str, str, re.Pattern[str]], bool]) -> str:
+    """The seed's rules in the seed's order: JSON, the three code rules (``is_code`` decides
+    each from its seed literal, hint and pattern), diff, git log, else text."""
+    stripped = text.strip()
+    if stripped[:1] in ("{", "[") and _parses_as_json(stripped):
+        return "JSON"
+    for label, literal, hint, pattern in _CODE_RULES:
+        if is_code(literal, hint, pattern):
+            return label
+    if stripped.startswith(("diff ", "--- ")):
+        return "diff"
+    if stripped.startswith("commit "):
+        return "git log"
+    return "text"
+
+
+def detect_content_type_seed(text: str) -> str:
+    """The seed's rules only, literally: JSON, Go, Python, JavaScript, diff, git log, else text."""
+    return _seed_order(text, lambda literal, _hint, _pattern: literal in text)
+
+
 def _seed_rules(text: str, body: str) -> str:
     """The seed's rules in the seed's order, each asking for the code it names (see above).
 
     JSON is parsed from the whole ``text``; the code rules read ``body``, the unwrapped head and
     tail, where a package clause or a ``def`` line shows if it is code at all (bounded cost).
     """
-    stripped = text.strip()
-    if stripped[:1] in ("{", "[") and _parses_as_json(stripped):
-        return "JSON"
-    if _on_lines_with("package ", _GO_CLAUSE, body):
-        return "Go source"
-    if _on_lines_with("def ", _PY_DEF, body):
-        return "Python source"
-    if _on_lines_with("function", _JS_FUNCTION, body):
-        return "JavaScript source"
-    if stripped.startswith(("diff ", "--- ")):
-        return "diff"
-    if stripped.startswith("commit "):
-        return "git log"
-    return "text"
+    return _seed_order(text, lambda _literal, hint, pattern: _on_lines_with(hint, pattern, body))
 
 
 def _on_lines_with(literals: str | tuple[str, ...], pattern: re.Pattern[str], text: str) -> bool:
