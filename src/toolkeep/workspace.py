@@ -49,6 +49,7 @@ MAX_PATH_CHARS = 4_096
 MAX_NAME_BYTES = 255
 TMP_PREFIX = ".tmp-"
 """Names of files :func:`atomic_write` has not finished; the reader never returns them."""
+_WRITE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
 MAX_READ_BYTES = 256 << 20
 """The reader refuses files bigger than this (persisted outputs are far smaller)."""
 
@@ -66,26 +67,32 @@ def persisted_name(call_id: str, text: str) -> str:
     return f"budget_{safe_id[:64]}_{archive_key(text)}.txt"
 
 
-def atomic_write(path: Path, data: bytes | str) -> None:
+def atomic_write(path: str | os.PathLike[str], data: bytes | str) -> None:
     """Write ``data`` to ``path`` (mode 0600) so that readers see all of it or nothing.
 
     A ``str`` is written as UTF-8 (lone surrogates kept) a chunk at a time, never encoded whole.
 
     A process killed mid-write leaves at most a ``.tmp-*`` file, never a partial ``path``. No
     fsync: the rename is atomic for readers, and a session workspace does not outlive a power
-    loss (the cost was a disk flush per persisted result on the agent's hot path)."""
+    loss (the cost was a disk flush per persisted result on the agent's hot path). Plain ``os``
+    calls on a file descriptor: an archive write is on that path too."""
+    path = os.fspath(path)
+    head, name = os.path.split(path)
     # a name of our own (pid, thread, target) is enough to be unique; O_EXCL makes sure
-    tmp = path.parent / f"{TMP_PREFIX}{os.getpid()}-{threading.get_ident()}-{path.name}"
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
+    tmp = os.path.join(head, f"{TMP_PREFIX}{os.getpid()}-{threading.get_ident()}-{name}")
     try:
-        fd = os.open(tmp, flags, 0o600)
+        fd = os.open(tmp, _WRITE_FLAGS, 0o600)
     except FileExistsError:  # left by a killed process whose pid was reused
         os.unlink(tmp)
-        fd = os.open(tmp, flags, 0o600)
+        fd = os.open(tmp, _WRITE_FLAGS, 0o600)
     try:
-        with os.fdopen(fd, "wb") as handle:
+        try:
             for chunk in utf8_chunks(data) if isinstance(data, str) else (data,):
-                handle.write(chunk)
+                view = memoryview(chunk)
+                while view:
+                    view = view[os.write(fd, view) :]
+        finally:
+            os.close(fd)
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):

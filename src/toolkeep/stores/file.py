@@ -41,10 +41,11 @@ class FileStore(StoreBase):
             self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
         except OSError as exc:
             raise StoreError(f"cannot create archive directory {self.directory}: {exc.strerror}") from exc
+        self._directory = os.fspath(self.directory)
         self._lock = threading.Lock()
 
-    def _path(self, key: str) -> Path:
-        return self.directory / f"{validate_key(key)}.txt"
+    def _path(self, key: str) -> str:
+        return os.path.join(self._directory, f"{validate_key(key)}.txt")
 
     def put(self, key: str, text: str) -> None:
         """Store ``text`` under ``key`` once; evict the least recently used files over the caps."""
@@ -53,9 +54,11 @@ class FileStore(StoreBase):
             now = self.clock()
             try:
                 self._expire_all(now)
-                if path.exists():
-                    os.utime(path, (now, now))
+                try:
+                    os.utime(path, (now, now))  # there already: a use (one call, no stat first)
                     return
+                except FileNotFoundError:
+                    pass
                 if self.limits.max_bytes is not None:
                     self.limits.check_fits(key, utf8_size(text))
                 atomic_write(path, text)  # written a chunk at a time: no encoded copy of a huge text
@@ -70,13 +73,14 @@ class FileStore(StoreBase):
         with self._lock:
             now = self.clock()
             try:
-                used = path.stat().st_mtime
+                used = os.stat(path).st_mtime
                 if self.limits.expired(used, now):
-                    path.unlink()
+                    os.unlink(path)
                     self._expirations += 1
                     self._misses += 1
                     return None
-                data = path.read_bytes()
+                with open(path, "rb") as handle:
+                    data = handle.read()
                 os.utime(path, (now, now))
             except FileNotFoundError:
                 self._misses += 1
@@ -91,7 +95,7 @@ class FileStore(StoreBase):
         path = self._path(key)
         with self._lock:
             try:
-                path.unlink()
+                os.unlink(path)
             except FileNotFoundError:
                 return False
             except OSError as exc:
@@ -141,12 +145,13 @@ class FileStore(StoreBase):
                 path.unlink()
                 self._expirations += 1
 
-    def _evict(self, keep: Path | None) -> None:
+    def _evict(self, keep: str | None) -> None:
         if self.limits.max_bytes is None and self.limits.max_entries is None:
             return
         entries = self._scan()
         # the entry just written is the newest and must not pay for its own arrival
-        by_age = [(p.name, size) for p, size, _ in entries if p != keep]
+        kept = None if keep is None else os.path.basename(keep)
+        by_age = [(p.name, size) for p, size, _ in entries if p.name != kept]
         total = sum(size for _, size, _ in entries)
         for name in self.limits.victims(by_age, total, len(entries)):
             with contextlib.suppress(FileNotFoundError):
