@@ -81,7 +81,8 @@ class AnthropicFormat(Format):
         return score
 
     def load_message(self, index: int, raw: Any) -> Message:
-        m = expect_mapping(raw, index)
+        # hot path (a resumed session loads thousands): exact-type tests before the general ones
+        m = raw if type(raw) is dict else expect_mapping(raw, index)
         role = m.get("role")
         if role not in _ROLES:
             raise FormatError(f"role must be 'user' or 'assistant', got {role!r}", index=index, field="role")
@@ -96,32 +97,31 @@ class AnthropicFormat(Format):
             )
         parts: list[Part] = []
         for j, block in enumerate(content):
-            b = expect_mapping(block, index, f"content[{j}]")
+            b = block if type(block) is dict else expect_mapping(block, index, f"content[{j}]")
             kind = b.get("type")
-            if kind == "text" and isinstance(b.get("text"), str):
-                parts.append(TextPart(b["text"], raw=b))
-            elif kind == "tool_use" and role == "assistant":
-                call_id = _field_str(b, "id", index, j)
-                parts.append(ToolCallPart(call_id, _field_str(b, "name", index, j), b.get("input"), raw=b))
+            if kind == "text":
+                text = b.get("text")
+                parts.append(TextPart(text, b) if isinstance(text, str) else OpaquePart(b))
             elif kind == "tool_result":
-                content_value = b.get("content")
-                if content_value is not None and not isinstance(content_value, (str, list)):
+                value = b.get("content")
+                if value is not None and not isinstance(value, (str, list)):
                     raise FormatError(
-                        f"tool_result content must be a string or a list of blocks, got {type(content_value).__name__}",
+                        f"tool_result content must be a string or a list of blocks, got {type(value).__name__}",
                         index=index,
                         field=f"content[{j}].content",
                     )
-                parts.append(
-                    ToolResultPart(
-                        _field_str(b, "tool_use_id", index, j),
-                        result_text(content_value),
-                        is_error=bool(b.get("is_error")),
-                        raw=b,
-                    )
-                )
+                call_id = b.get("tool_use_id")
+                if type(call_id) is not str:
+                    call_id = _field_str(b, "tool_use_id", index, j)
+                parts.append(ToolResultPart(call_id, result_text(value), bool(b.get("is_error")), b))
+            elif kind == "tool_use" and role == "assistant":
+                call_id, name = b.get("id"), b.get("name")
+                if type(call_id) is not str or type(name) is not str:
+                    call_id, name = _field_str(b, "id", index, j), _field_str(b, "name", index, j)
+                parts.append(ToolCallPart(call_id, name, b.get("input"), b))
             else:
                 parts.append(OpaquePart(b))
-        return Message(role, tuple(parts), raw=m)
+        return Message(role, tuple(parts), m)
 
     def dump(self, history: History) -> list[Any]:
         return [m.raw if not m.dirty else self.dump_message(m) for m in history]
