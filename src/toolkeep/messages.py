@@ -142,11 +142,11 @@ class Message:
 
     @property
     def calls(self) -> tuple[ToolCallPart, ...]:
-        return tuple(p for p in self.parts if isinstance(p, ToolCallPart))
+        return tuple([p for p in self.parts if isinstance(p, ToolCallPart)])
 
     @property
     def results(self) -> tuple[ToolResultPart, ...]:
-        return tuple(p for p in self.parts if isinstance(p, ToolResultPart))
+        return tuple([p for p in self.parts if isinstance(p, ToolResultPart)])
 
     def with_parts(self, parts: Sequence[Part]) -> Message:
         """A copy holding ``parts``, marked for rebuilding."""

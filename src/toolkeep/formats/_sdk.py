@@ -60,8 +60,10 @@ def has_objects(messages: Sequence[Any]) -> bool:
                 continue
         for key in _LIST_FIELDS:
             items = m.get(key)
-            if isinstance(items, list) and any(type(x) is not dict and is_sdk_object(x) for x in items):
-                return True
+            if isinstance(items, list):
+                for x in items:  # a loop, not any(<generator>): thousands of messages per call
+                    if type(x) is not dict and is_sdk_object(x):
+                        return True
     return False
 
 

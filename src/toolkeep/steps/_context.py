@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass, field, replace
-from typing import Any, TypeAlias, TypeVar
+from typing import Any, NamedTuple, TypeAlias, TypeVar
 
 from ..config import Config
 from ..exceptions import StoreError
@@ -186,9 +186,11 @@ def block_local(step: F) -> F:
     return step
 
 
-@dataclass(frozen=True, slots=True)
-class ResultSlot:
-    """Where a result sits: message and part index, its block (turn) and its age."""
+class ResultSlot(NamedTuple):
+    """Where a result sits: message and part index, its block (turn) and its age.
+
+    A named tuple: one is made per result per step per run, and a tuple is the cheapest
+    immutable record to build."""
 
     message: int
     part: int
@@ -201,10 +203,7 @@ def iter_results(history: History, age_offset: int = 0) -> Iterator[ResultSlot]:
     """Every result with its block number and age (assistant messages after its call's).
 
     ``age_offset`` counts assistant messages that follow ``history`` (when it is a part)."""
-    assistants = age_offset
-    for m in history:
-        if m.role == "assistant":
-            assistants += 1
+    newest = age_offset - 1 + sum([m.role == "assistant" for m in history])
     block = -1
     for i, m in enumerate(history):
         if m.role == "assistant":
@@ -212,7 +211,7 @@ def iter_results(history: History, age_offset: int = 0) -> Iterator[ResultSlot]:
             continue
         for j, p in enumerate(m.parts):
             if p.kind == "tool_result":
-                yield ResultSlot(i, j, block, assistants - 1 - block, p)
+                yield ResultSlot(i, j, block, newest - block, p)
 
 
 def replace_results(

@@ -51,29 +51,31 @@ class ResultBudget:
     def __call__(self, history: History, ctx: StepContext) -> History:
         updates: dict[tuple[int, int], ToolResultPart] = {}
         turns: dict[int, list[ResultSlot]] = defaultdict(list)
+        totals: dict[int, int] = defaultdict(int)
         for slot in iter_results(history):
+            p = slot.result
             turns[slot.block].append(slot)
-            if len(slot.result.text) > self.max_result_chars:
-                new = self.memo_preview(slot.result, ctx)
+            if len(p.text) > self.max_result_chars:
+                new = self.memo_preview(p, ctx)
                 if new is not None:
-                    updates[(slot.message, slot.part)] = new
+                    updates[(slot.message, slot.part)] = p = new
                     ctx.report.persisted += 1
-        for slots in turns.values():
-            self._fit_turn(slots, updates, ctx)
+            totals[slot.block] += len(p.text)
+        for block, slots in turns.items():
+            if totals[block] > self.turn_budget_chars:  # most turns fit: no sorting for them
+                self._fit_turn(slots, totals[block], updates, ctx)
         return replace_results(history, updates, ctx.memo)
 
     def _fit_turn(
         self,
         slots: list[ResultSlot],
+        total: int,
         updates: dict[tuple[int, int], ToolResultPart],
         ctx: StepContext,
     ) -> None:
         def current(slot: ResultSlot) -> ToolResultPart:
             return updates.get((slot.message, slot.part), slot.result)
 
-        total = sum(len(current(s).text) for s in slots)
-        if total <= self.turn_budget_chars:
-            return
         order = sorted(range(len(slots)), key=lambda n: (-len(current(slots[n]).text), n))
         recall_tools = ctx.config.recall_tools
         for n in order:

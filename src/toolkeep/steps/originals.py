@@ -27,6 +27,8 @@ def restore_originals(history: History, ctx: StepContext) -> History:
     updates: dict[tuple[int, int], ToolResultPart] = {}
     for slot in iter_results(history):
         p = slot.result
+        if p.original is not None or "<<ccr:" not in p.text:
+            continue  # no marker: nothing to look up (most results)
         new = ctx.memo.get("restore", p)
         if new is MISSING:
             failures = ctx.lookup_failures
@@ -39,7 +41,7 @@ def restore_originals(history: History, ctx: StepContext) -> History:
 
 
 def _restored(p: ToolResultPart, ctx: StepContext) -> ToolResultPart | None:
-    if p.original is not None or "<<ccr:" not in p.text or not CCR_MARKER_RE.search(p.text):
+    if not CCR_MARKER_RE.search(p.text):
         return None
     for key in carried_keys(p.text):
         original = ctx.lookup(key)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from ..messages import History, Message, Part, ToolCallPart, ToolResultPart
-from ._context import MISSING, StepContext, block_local
+from ._context import FORGETFUL, MISSING, StepContext, block_local
 
 __all__ = ["MISSING_RESULT_TEXT", "repair_pairing", "survives_pruning", "synthetic_result"]
 
@@ -47,12 +47,16 @@ def repair_pairing(history: History, ctx: StepContext) -> History:
     seen = ctx.seen_ids
     out: History = []
     repairs = ctx.report.repairs
+    remembers = ctx.memo is not FORGETFUL  # settled blocks: no later run looks their work up
     for block in _blocks(history, ctx.index_offset):
         if block.assistant is None and not block.rest:
             continue
+        if not remembers:
+            out.extend(_repair_block(block, ctx, seen))
+            continue
         ids = [c.id for c in block.assistant.calls] if block.assistant is not None else []
         key = None
-        if not any(i in seen for i in ids):
+        if seen.isdisjoint(ids):
             anchor = (
                 block.assistant if block.assistant is not None else (block.rest[0][1] if block.rest else None)
             )
@@ -208,7 +212,7 @@ def _valid_as_is(block: _Block, ctx: StepContext, seen: set[str]) -> list[Messag
         elif positions != list(range(len(positions))):
             return None
     seen.update(names)
-    return [a, *(_with_names(m, names) for _, m in block.rest)]
+    return [a, *[_with_names(m, names) for _, m in block.rest]]
 
 
 def _repair_block(block: _Block, ctx: StepContext, seen: set[str]) -> list[Message]:
@@ -287,7 +291,16 @@ def _misplaced(
 
 
 def _with_names(m: Message, names: dict[str, str]) -> Message:
-    if not names or not any(isinstance(p, ToolResultPart) for p in m.parts):
+    """``m`` with its results naming the calls they answer; ``m`` itself when they already do."""
+    if not names:
         return m
-    parts = tuple(p.named(names.get(p.call_id)) if isinstance(p, ToolResultPart) else p for p in m.parts)
-    return Message(m.role, parts, m.raw, m.dirty, m.meta)
+    parts: list[Part] = []
+    renamed = False
+    for p in m.parts:
+        if isinstance(p, ToolResultPart):
+            name = names.get(p.call_id)
+            if p.name != name:
+                p = p.named(name)
+                renamed = True
+        parts.append(p)
+    return Message(m.role, tuple(parts), m.raw, m.dirty, m.meta) if renamed else m
