@@ -11,6 +11,7 @@ import contextlib
 import os
 import re
 import threading
+import time
 from pathlib import Path
 
 from ..exceptions import StoreError
@@ -62,7 +63,8 @@ class FileStore(StoreBase):
                 if self.limits.max_bytes is not None:
                     self.limits.check_fits(key, utf8_size(text))
                 atomic_write(path, text)  # written a chunk at a time: no encoded copy of a huge text
-                os.utime(path, (now, now))
+                if self.clock is not time.time:  # else the write stamped the file with it
+                    os.utime(path, (now, now))
                 self._evict(keep=path)
             except OSError as exc:
                 raise StoreError(f"cannot archive {key} in {self.directory}: {exc.strerror}") from exc
