@@ -116,6 +116,21 @@ class TestWrappers:
         text = "src/a.py:12:import os\nsrc/b.py:40:import sys\nsrc/c.py:7:import re\n"
         assert detect_content_type(text) == "grep output"
 
+    @pytest.mark.parametrize(
+        ("numbered", "kind"), [(71, "text"), (72, "directory listing"), (120, "directory listing")]
+    )
+    @pytest.mark.parametrize("newline", ["\n", "\r\n"])
+    def test_numbers_are_stripped_when_most_sampled_lines_carry_one(
+        self, numbered: int, kind: str, newline: str
+    ) -> None:
+        """Numbers are looked through when 60% of the first 120 lines carry one (72 of them);
+        the numbered lines after those do not count, whatever the line ends."""
+        lines = [f"src/pkg/mod_{i}.py" for i in range(300)]
+        numbered_lines = [
+            f"{i + 1:6}→{line}" if i < numbered or i >= 120 else line for i, line in enumerate(lines)
+        ]
+        assert detect_content_type(newline.join(numbered_lines)) == kind
+
 
 class TestEvidenceRules:
     @pytest.mark.parametrize(

@@ -29,6 +29,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
+from functools import partial
 
 __all__ = ["detect_content_type", "detect_content_type_seed"]
 
@@ -107,24 +108,6 @@ def _on_lines_with(literals: str | tuple[str, ...], pattern: re.Pattern[str], te
     return False
 
 
-def _at_least(lines: list[str], test: Callable[[str], object], needed: float) -> bool:
-    """True when ``test`` holds for ``needed`` of ``lines`` or more; stops once it is decided."""
-    if needed <= 0:
-        return True
-    spare = len(lines) - needed  # lines that may fail with the answer still yes
-    hits = misses = 0
-    for line in lines:
-        if test(line):
-            hits += 1
-            if hits >= needed:
-                return True
-        else:
-            misses += 1
-            if misses > spare:
-                return False
-    return False
-
-
 def detect_content_type(text: str) -> str:
     """The seed's rules, then evidence-based rules for logs, traces, reports, listings, markup."""
     # the evidence rules read the head and tail only: enough to tell, and bounded in cost
@@ -132,7 +115,7 @@ def detect_content_type(text: str) -> str:
         sample = text[:_SAMPLE_HEAD] + "\n" + text[-_SAMPLE_TAIL:]
     else:
         sample = text
-    body, path, lines = _unwrap(sample)
+    body, path, first_lines = _unwrap(sample)
     seed = _seed_rules(text if body is sample else body, body)
     if seed != "text":
         return seed
@@ -140,9 +123,8 @@ def detect_content_type(text: str) -> str:
         by_name = _by_extension(path)
         if by_name is not None:
             return by_name
-    if lines is None:
-        lines = _sample_lines(body)
-    if not lines:
+    lines = _Lines(list(filter(str.strip, first_lines())))
+    if not lines.items:
         return "text"
     for name, rule in _RULES:
         if rule(body, lines):
@@ -155,23 +137,99 @@ _SWE_HEADER = re.compile(r"\A\[File: (?P<path>[^\n]+?) \(\d+ lines total\)\]\n")
 _CAT_N_HEADER = re.compile(r"\AHere's the result of running `cat -n` on (?P<path>[^\n]+?):\n")
 _MORE_LINES = re.compile(r"^\(\d+ more lines (?:above|below)\)\n?", re.MULTILINE)
 _TAG_WRAPPER = re.compile(r"\A(?:<(\w+)>[^<\n]*</\1>\s*)*<output>\n")
-# (prefix at the start, prefix after a newline): a pattern that starts with a literal "\n" is
-# found by a fast scan for that character, where a "^" pattern is tried at every position
+# (the character every such prefix holds, prefix at the start, prefix after a newline): a pattern
+# that starts with a literal "\n" is found by a fast scan for that character, where a "^" pattern is
+# tried at every position
 _LINE_NUMBER = {
-    kind: (re.compile(rf"\A{prefix}"), re.compile(rf"\n{prefix}"))
-    for kind, prefix in (("arrow", r"[ \t]*\d+→"), ("tab", r"[ \t]*\d+\t"), ("colon", r"\d+:"))
+    kind: (mark, re.compile(rf"\A{prefix}"), re.compile(rf"\n{prefix}"))
+    for kind, mark, prefix in (
+        # (possessive: the digits and the blanks before them are never given back, as no
+        # match could take fewer; it saves the regex engine the tries)
+        ("arrow", "→", r"[ \t]*+\d++→"),
+        ("tab", "\t", r"[ \t]*+\d++\t"),
+        ("colon", ":", r"\d++:"),
+    )
 }
+# the line breaks of str.splitlines other than "\n"
+_OTHER_BREAKS = ("\r", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029")
+
+
+def _split_head(text: str) -> tuple[list[str], int] | None:
+    """The first :data:`_SAMPLE_LINES` lines of ``text``, blank ones too, split at "\\n" only as
+    far as needed, with the length of ``text`` they span (to the "\\n" after the last of them);
+    ``None`` when another line break of ``str.splitlines`` occurs in them.
+
+    Without one, these are the lines of ``text.splitlines()[:_SAMPLE_LINES]``, but a last piece
+    left empty by a final "\\n", which is blank (so dropped by :func:`_sample_lines` either way).
+    Splitting the whole sample only to keep its head cost more than the rules that read it."""
+    pieces = text.split("\n", _SAMPLE_LINES)
+    end = len(text)
+    if len(pieces) > _SAMPLE_LINES:
+        end -= len(pieces.pop()) + 1  # the rest of the text, and the "\n" before it
+    for other in _OTHER_BREAKS:
+        if text.find(other, 0, end) >= 0:
+            return None
+    return pieces, end
+
+
+def _first_lines(text: str) -> list[str]:
+    """The first :data:`_SAMPLE_LINES` lines of ``text``, blank ones too (see :func:`_split_head`)."""
+    split = _split_head(text)
+    return text.splitlines()[:_SAMPLE_LINES] if split is None else split[0]
 
 
 def _sample_lines(text: str) -> list[str]:
     """The first :data:`_SAMPLE_LINES` lines of ``text`` that are not blank."""
-    return [line for line in text.splitlines()[:_SAMPLE_LINES] if line.strip()]
+    return list(filter(str.strip, _first_lines(text)))
 
 
-def _unwrap(text: str) -> tuple[str, str | None, list[str] | None]:
+class _Lines:
+    """A sample's :func:`_sample_lines` (``items``), and the same lines joined, each after a "\\n"
+    (``joined``): a :func:`_line_pattern` counts in one regex scan the lines it matches, where a
+    Python loop calling the pattern line by line was most of the time of the evidence rules."""
+
+    __slots__ = ("items", "joined")
+
+    def __init__(self, items: list[str]) -> None:
+        self.items = items
+        self.joined = "\n" + "\n".join(items)
+
+    def count(self, pattern: re.Pattern[str], *, skip: int = 0) -> int:
+        """How many lines ``pattern`` (a :func:`_line_pattern`) matches, leaving out the first ``skip``."""
+        start = sum(map(len, self.items[:skip])) + skip  # the "\n" before line ``skip``
+        return len(pattern.findall(self.joined, start))
+
+    def share(
+        self, pattern: re.Pattern[str], share: float, *, skip: int = 0, holds: tuple[str, ...] = ()
+    ) -> bool:
+        """True when ``pattern`` (a :func:`_line_pattern`) matches at least ``share`` of the lines
+        after the first ``skip`` (and there are some).
+
+        ``holds``: literals one of which every line it matches contains. Too few of them in all
+        the lines decide without the regex (a count is a C loop; the regex is tried per line)."""
+        total = len(self.items) - skip
+        needed = share * total
+        if total <= 0 or (holds and sum(self.joined.count(literal) for literal in holds) < needed):
+            return False
+        return self.count(pattern, skip=skip) >= needed
+
+
+def _line_pattern(pattern: str) -> re.Pattern[str]:
+    """``pattern``, to be matched at the start of a line, compiled to find such lines in
+    :attr:`_Lines.joined`, after the "\\n" each line follows there (a literal first character is
+    found by a fast scan, where a ``^`` pattern is tried at every position).
+
+    ``pattern`` must match no "\\n" (``[^\\S\\n]`` for ``\\s``, ``[^\\w\\n]`` for ``\\W``), so that each
+    match stays on its line: then ``len(findall)`` is the number of lines ``pattern`` matches at
+    their start, as if each were matched alone (``$`` matches before the "\\n" ending a line as at
+    the end of a line alone, and ``\\b`` sees a non-word character either way)."""
+    return re.compile(rf"\n(?:{pattern})", re.MULTILINE)
+
+
+def _unwrap(text: str) -> tuple[str, str | None, Callable[[], list[str]]]:
     """The output inside the harness's wrapper, without line numbers; the file path a header
-    names, if any; and the output's :func:`_sample_lines` when they were taken on the way (else
-    ``None``). Returns ``text`` itself (same object) when there was nothing to strip."""
+    names, if any; and its :func:`_first_lines`, split when asked for (the seed's rules name most
+    outputs without them). Returns ``text`` itself (same object) when there was nothing to strip."""
     body, path = text, None
     body = _EXIT_CODE.sub("", body, count=1)
     header = _SWE_HEADER.match(body) or _CAT_N_HEADER.match(body)
@@ -185,26 +243,60 @@ def _unwrap(text: str) -> tuple[str, str | None, list[str] | None]:
         body = body[:end] if end >= 0 else body
     if _SWE_HEADER.match(text) or "more lines" in body[:200]:
         body = _MORE_LINES.sub("", body)
-    body, lines = _strip_numbers(body, allow_colon=header is not None)
-    return (text if body == text else body), path, lines
+    body, first_lines = _strip_numbers(body, allow_colon=header is not None)
+    return (text if body == text else body), path, first_lines
 
 
-def _strip_numbers(text: str, *, allow_colon: bool) -> tuple[str, list[str] | None]:
-    """``text`` without its line-number prefixes when most of its lines carry one, with its
-    :func:`_sample_lines` when it is returned unchanged.
+def _strip_numbers(text: str, *, allow_colon: bool) -> tuple[str, Callable[[], list[str]]]:
+    """``text`` without its line-number prefixes when most of its :func:`_sample_lines` carry
+    one, and a function giving the :func:`_first_lines` of what is returned.
 
     The colon form (``12:code``) is only taken after a SWE-agent header: elsewhere it is more
     likely a timestamp or ``file:line`` grep output.
+
+    The numbers after the "\\n"s are stripped in one pass, which counts them: most often that
+    count alone tells, and the sampled lines need not be split nor tried one by one.
     """
-    lines = _sample_lines(text)
-    if not lines:
-        return text, lines
-    for kind, (first, later) in _LINE_NUMBER.items():
-        if kind == "colon" and not allow_colon:
+    split: tuple[list[str], int] | None = None
+    split_done = False
+    for kind, (mark, first, later) in _LINE_NUMBER.items():
+        # most texts hold no arrow and no tab at all: then no line carries such a number
+        if (kind == "colon" and not allow_colon) or mark not in text:
             continue
-        if _at_least(lines, first.match, 0.6 * len(lines)):
-            return later.sub("\n", first.sub("", text, count=1)), None
-    return text, lines
+        if first.match(text) and not any(other in text for other in _OTHER_BREAKS):
+            # the first line is numbered, so most likely all are (cat -n, Read): strip the whole
+            # text. The sampled lines are its first "\n"-separated ones: past them, no more
+            # numbers were stripped than there are "\n"s, and among them no more lines are not
+            # blank than there are lines; if enough are numbered even so, it is decided
+            body, hits = later.subn("\n", text)
+            breaks = text.count("\n")
+            past = max(0, breaks - (_SAMPLE_LINES - 1))
+            if 1 + hits - past >= 0.6 * min(breaks + 1, _SAMPLE_LINES):
+                body = first.sub("", body, count=1)
+                return body, partial(_first_lines, body)
+        # else count exactly, on the sampled lines only
+        if not split_done:
+            split, split_done = _split_head(text), True
+        if split is None:  # not lines split at "\n" alone (rare): try each
+            lines = _sample_lines(text)
+            if lines and len(later.findall(_Lines(lines).joined)) >= 0.6 * len(lines):
+                body = later.sub("\n", first.sub("", text, count=1))
+                return body, partial(_first_lines, body)
+            continue
+        # the sampled lines are the head's: each numbered one is the head's first line or
+        # follows a "\n" of the head, so stripping the head counts them; the rest of the text
+        # starts with the "\n" after the head. A numbered line is never blank: when most of all
+        # the head's lines are numbered, those that are not blank need not be counted
+        pieces, end = split
+        head, hits = later.subn("\n", text[:end])
+        head, first_hit = first.subn("", head, count=1)
+        hits += first_hit
+        if hits and (hits >= 0.6 * len(pieces) or hits >= 0.6 * len(list(filter(str.strip, pieces)))):
+            # stripping keeps every "\n" and adds no line break: the head's lines stay its lines
+            return head + later.sub("\n", text[end:]), partial(str.split, head, "\n")
+    if split is None:
+        return text, partial(_first_lines, text)
+    return text, partial(list, split[0])
 
 
 _EXTENSIONS = {
@@ -232,136 +324,192 @@ def _parses_as_json(text: str) -> bool:
     return True
 
 
-def _share(lines: list[str], pattern: re.Pattern[str], share: float) -> bool:
-    """True when ``pattern`` is found in at least ``share`` of ``lines`` (not empty)."""
-    return bool(lines) and _at_least(lines, pattern.search, share * len(lines))
-
-
-_NUMBERED = re.compile(r"^[ \t]*\d+(?:\t|→|:\s|\s{2})")
-_GREP = re.compile(r"^[^\s:]+:\d+[:-]")
-_TIMESTAMP = re.compile(
-    r"^\W{0,2}(\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}|\d{2}:\d{2}:\d{2}[.,]\d+|"
+# line patterns (see _line_pattern: no "\n" may match, so [^\S\n] stands for \s and [^\w\n] for \W)
+_GREP = _line_pattern(r"[^\s:]+:\d+[:-]")
+# a stamp starts with a digit, "[" or a level's initial: the lookahead turns the other lines away
+# before the alternatives are tried one by one
+_TIMESTAMP = _line_pattern(
+    r"(?=[^\w\n]{0,2}[\d\[DIWEFT])"
+    r"[^\w\n]{0,2}(\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}|\d{2}:\d{2}:\d{2}[.,]\d+|"
     r"\[?(DEBUG|INFO|WARN|WARNING|ERROR|FATAL|TRACE)\b)"
 )
-_LS_LONG = re.compile(r"^[-dlcbps][rwxsStT-]{9}[@+.]?\s+\d+")
-_PATH_LINE = re.compile(r"^\.{0,2}/?[\w@.+-]+(?:/[\w@.+-]*)+/?$")
+_LS_LONG = _line_pattern(r"[-dlcbps][rwxsStT-]{9}[@+.]?[^\S\n]+\d+")
+_PATH_LINE = _line_pattern(r"\.{0,2}/?[\w@.+-]+(?:/[\w@.+-]*)+/?$")
 # tree(1) output: box-drawing branches, or the ASCII "|-- name" / "`-- name" of tree -A; a
 # Markdown table's "|---|" must not count
-_TREE_LINE = re.compile(r"^[│ \t]*[├└]──\s*\S|^[| \t]*[|`]-- \S")
-_LS_R_HEADER = re.compile(r"^\.{1,2}(?:/[^:\n]*)?:$")
-_BARE_NAME = re.compile(r"^[^\s/]+$")
-_LINT = re.compile(
-    r"^[ \t]*--> \S+:\d+:\d+|^\S+:\d+:\d+: [A-Z]{1,4}\d{2,4}\b|^(?:warning|error)(?:\[\w+\])?: "
+# (the lookahead: after the indent, a branch or a bar; most lines fail it at once)
+_TREE_LINE = _line_pattern(r"(?=[ \t]*+[│├└|`])(?:[│ \t]*[├└]──[^\S\n]*\S|[| \t]*[|`]-- \S)")
+_LS_R_HEADER = _line_pattern(r"\.{1,2}(?:/[^:\n]*)?:$")
+_BARE_NAME = _line_pattern(r"[^\s/]+$")
+_LINT = _line_pattern(
+    r"[ \t]*--> \S+:\d+:\d+|\S+:\d+:\d+: [A-Z]{1,4}\d{2,4}\b|(?:warning|error)(?:\[\w+\])?: "
 )
-_YAML_LINE = re.compile(r"^[ \t]*(- )?[\w.-]+:(\s|$)")
-_JAVA_FRAME = re.compile(r"^\s+at [\w$.<>]+\(.*\)$")
+# possessive "++": a key cannot end before its colon, and a line that is no YAML is left at once
+_YAML_LINE = _line_pattern(r"[ \t]*(- )?[\w.-]++:(?:[^\S\n]|$)")
+_YAML_COMMENT = _line_pattern(r"[^\S\n]*#")  # what line.lstrip().startswith("#") tells
+_JAVA_FRAME = _line_pattern(r"[^\S\n]+at [\w$.<>]+\(.*\)$")
 
 
-def _python_traceback(text: str, lines: list[str]) -> bool:
+def _python_traceback(text: str, lines: _Lines) -> bool:
     return "Traceback (most recent call last):" in text
 
 
-def _java_trace(text: str, lines: list[str]) -> bool:
-    return _at_least(lines, _JAVA_FRAME.match, 3)
+def _java_trace(text: str, lines: _Lines) -> bool:
+    return lines.count(_JAVA_FRAME) >= 3
 
 
-# each marker with the literals one of which any match contains: the regex runs only where one is
-# present (an alternation of them all ran at every position of every result: 0.4 ms a result)
+# the markers a report line starts with, as one pattern looked for after each "\n" of the text
+# (with one put before it): a literal first character is found by a fast scan, and a line that
+# starts otherwise is turned away at once, where the literals of the words (PASS, FAIL, ok) are
+# found all over prose and code
+_REPORT_LINE = re.compile(
+    r"\n(?=[ \t]*[=PFo\-tRT✓×❯])(?:"  # the first characters the markers can start with
+    + "|".join(
+        (
+            r"=+ .*\b\d+ (passed|failed)",
+            r"(PASS|FAIL|ok|--- (PASS|FAIL)):?(?:\s|$)",
+            r"test result: (ok|FAILED)\.",
+            r"Ran \d+ tests? in ",
+            # vitest / jest
+            r"[ \t]*Test (?:Files|Suites):?[ \t]+.*\d+ (?:passed|failed)",
+            r"[ \t]*[✓×❯] \S+\.(?:test|spec)\.[jt]sx? \(\d+ tests?",
+        )
+    )
+    + ")",
+    re.MULTILINE,
+)
+# markers anywhere in a line, each with the literals one of which any match contains: the regex
+# runs only where one is present (an alternation of them all ran at every position of every
+# result: 0.4 ms a result)
 _REPORT_MARKERS: tuple[tuple[tuple[str, ...], re.Pattern[str]], ...] = tuple(
     (hints, re.compile(pattern, re.MULTILINE))
     for hints, pattern in (
         (("test session starts",), r"=+ test session starts =+"),
-        (("passed", "failed"), r"^=+ .*\b\d+ (passed|failed)"),
         (("Tests run:",), r"\bTests run: \d+, Failures: \d+"),
-        (("PASS", "FAIL", "ok"), r"^(PASS|FAIL|ok|--- (PASS|FAIL)):?(?:\s|$)"),
-        (("test result:",), r"^test result: (ok|FAILED)\."),
         (("passing", "failing"), r"\b\d+ (passing|failing)\b"),
-        (("Ran ",), r"^Ran \d+ tests? in "),
-        # vitest / jest
-        (("Test Files", "Test Suites"), r"^[ \t]*Test (?:Files|Suites):?[ \t]+.*\d+ (?:passed|failed)"),
-        (("✓", "×", "❯"), r"^[ \t]*[✓×❯] \S+\.(?:test|spec)\.[jt]sx? \(\d+ tests?"),
     )
 )
 
 
-def _test_report(text: str, lines: list[str]) -> bool:
+def _test_report(text: str, lines: _Lines) -> bool:
     # a report announces itself at the start and sums up at the end
     ends = text if len(text) <= 2 * _REPORT_CHARS else text[:_REPORT_CHARS] + "\n" + text[-_REPORT_CHARS:]
-    return any(_on_lines_with(hints, p, ends) for hints, p in _REPORT_MARKERS)
+    return _REPORT_LINE.search("\n" + ends) is not None or any(
+        _on_lines_with(hints, p, ends) for hints, p in _REPORT_MARKERS
+    )
 
 
-def _html(text: str, lines: list[str]) -> bool:
+def _starts_with_markup(text: str) -> bool:
+    """Whether the first character that is not blank is "<" (a text is only stripped, which
+    copies it, when it starts blank)."""
+    first = text[:1]
+    return (text.lstrip()[:1] if first.isspace() else first) == "<"
+
+
+def _html(text: str, lines: _Lines) -> bool:
+    if not _starts_with_markup(text):
+        return False
     head = text.lstrip()[:2000].lower()
     # "<body" inside a JSON error or a test's DOM dump is not an HTML page: it must start as markup
     return head.startswith(("<!doctype html", "<html")) or (head.startswith("<") and "<body" in head)
 
 
-def _xml(text: str, lines: list[str]) -> bool:
+def _xml(text: str, lines: _Lines) -> bool:
+    if not _starts_with_markup(text):
+        return False
     head = text.lstrip()
     return head.startswith("<?xml") or (
         head.startswith("<") and head.rstrip().endswith(">") and head.count("</") >= 2
     )
 
 
-def _grep(text: str, lines: list[str]) -> bool:
+def _grep(text: str, lines: _Lines) -> bool:
     # SWE-agent's search_dir / search_file say so on their first line
-    if re.match(r"Found \d+ matches for ", lines[0]):
+    if re.match(r"Found \d+ matches for ", lines.items[0]):
         return True
-    return len(lines) >= 2 and _share(lines, _GREP, 0.6)
+    return len(lines.items) >= 2 and lines.share(_GREP, 0.6, holds=(":",))
 
 
-def _lint(text: str, lines: list[str]) -> bool:
-    return _at_least(lines, _LINT.match, 2)
+def _lint(text: str, lines: _Lines) -> bool:
+    return lines.count(_LINT) >= 2
 
 
-def _log(text: str, lines: list[str]) -> bool:
-    if len(lines) < 3:
+def _log(text: str, lines: _Lines) -> bool:
+    n = len(lines.items)
+    if n < 3:
         return False
     # long training and server logs interleave progress bars and warnings with stamped lines
     # half the lines stamped, or a quarter and at least five
-    n = len(lines)
-    return _at_least(lines, _TIMESTAMP.search, min(0.5 * n, max(5, 0.25 * n)))
+    return lines.count(_TIMESTAMP) >= min(0.5 * n, max(5, 0.25 * n))
 
 
-def _listing(text: str, lines: list[str]) -> bool:
-    if len(lines) < 3:
+def _listing(text: str, lines: _Lines) -> bool:
+    if len(lines.items) < 3:
         return False
-    if lines[0].startswith("total ") and _share(lines[1:], _LS_LONG, 0.6):
+    if lines.items[0].startswith("total ") and lines.share(_LS_LONG, 0.6, skip=1):
         return True
     # ls -R: "./dir:" section headers over bare names
-    if _at_least(lines, _LS_R_HEADER.match, 2) and _share(lines, _BARE_NAME, 0.8):
+    if lines.count(_LS_R_HEADER) >= 2 and lines.share(_BARE_NAME, 0.8):
         return True
-    return _share(lines, _LS_LONG, 0.6) or _share(lines, _TREE_LINE, 0.5) or _share(lines, _PATH_LINE, 0.7)
+    return (
+        lines.share(_LS_LONG, 0.6)
+        or lines.share(_TREE_LINE, 0.5)
+        or lines.share(_PATH_LINE, 0.7, holds=("/",))
+    )
 
 
-def _csv(text: str, lines: list[str]) -> bool:
-    if len(lines) < 3:
+def _csv(text: str, lines: _Lines) -> bool:
+    if len(lines.items) < 3:
         return False
-    counts = {line.count(",") for line in lines[:20]}
+    counts = {line.count(",") for line in lines.items[:20]}
     return len(counts) == 1 and counts.pop() >= 2
 
 
-def _yaml(text: str, lines: list[str]) -> bool:
+def _yaml(text: str, lines: _Lines) -> bool:
     # comments do not count either way: a YAML file often opens with "# ..." lines
-    lines = [line for line in lines if not line.lstrip().startswith("#")]
-    return (len(lines) >= 3 and text.lstrip().startswith(("---\n", "apiVersion:"))) or (
-        len(lines) >= 4 and _share(lines, _YAML_LINE, 0.8)
-    )
+    n = len(lines.items)
+    if n < 3:
+        return False
+    start = text.lstrip() if text[:1].isspace() else text
+    if start.startswith(("---\n", "apiVersion:")):
+        return n - lines.count(_YAML_COMMENT) >= 3
+    # else: 4 lines or more that are no comment, 80% of them YAML lines. No comment is a YAML
+    # line, so these are counted over all the lines; 4 of them at least (80% of 4 or more), each
+    # with a colon, before the comments are worth counting
+    if lines.joined.count(":") < 4:
+        return False
+    found = lines.count(_YAML_LINE)
+    others = n - lines.count(_YAML_COMMENT) if found >= 4 else 0
+    return others >= 4 and found >= 0.8 * others
 
 
 def _source(
     patterns: tuple[tuple[tuple[str, ...], str], ...], needed: int = 2
-) -> Callable[[str, list[str]], bool]:
+) -> Callable[[str, _Lines], bool]:
     """A rule that holds when ``needed`` of ``patterns`` match. Each pattern comes with literals
     one of which any match contains, on the same line: the regex runs only on those lines
-    (:func:`_on_lines_with`; summaries are made on the agent's hot path)."""
-    compiled = [(hints, re.compile(p, re.MULTILINE)) for hints, p in patterns]
+    (:func:`_on_lines_with`; summaries are made on the agent's hot path).
 
-    def rule(text: str, lines: list[str]) -> bool:
-        head = text[:_SOURCE_CHARS]  # a file's first lines name its language; the rest only costs
+    A pattern with no literals starts with ``^`` (and has no ``|`` outside a group), and is
+    looked for after each "\\n" of the head (with one put before it): so are the patterns whose
+    words are common in prose and code, where the lines holding one are many, and a line that
+    does not start so is turned away at once.
+
+    The patterns are tried in order, and the rule gives up when those left cannot make up the
+    count: the costliest come last (most text is none of these languages)."""
+    tests = [
+        (hints, re.compile(p, re.MULTILINE) if hints else re.compile(rf"\n(?:{p[1:]})", re.MULTILINE))
+        for hints, p in patterns
+    ]
+
+    def rule(text: str, lines: _Lines) -> bool:
+        # a file's first lines name its language; the rest only costs
+        head = "\n" + text[:_SOURCE_CHARS]  # the "\n" added is a line of its own, with no literal
         found = 0
-        for hints, pattern in compiled:
-            if _on_lines_with(hints, pattern, head):
+        for i, (hints, pattern) in enumerate(tests):
+            if found + len(tests) - i < needed:  # this pattern and those after it cannot make it
+                return False
+            if _on_lines_with(hints, pattern, head) if hints else pattern.search(head) is not None:
                 found += 1
                 if found >= needed:
                     return True
@@ -370,7 +518,7 @@ def _source(
     return rule
 
 
-_RULES: tuple[tuple[str, Callable[[str, list[str]], bool]], ...] = (
+_RULES: tuple[tuple[str, Callable[[str, _Lines], bool]], ...] = (
     ("Python traceback", _python_traceback),
     ("stack trace", _java_trace),
     ("test report", _test_report),
@@ -384,17 +532,17 @@ _RULES: tuple[tuple[str, Callable[[str, list[str]], bool]], ...] = (
                              (("impl",), r"\bimpl\b"), (("use ",), r"^[ \t]*use \w+::"),
                              (("#[derive(",), r"^[ \t]*#\[derive\("),
                              (("pub ",), r"^[ \t]*pub (struct|enum|fn|mod) \w+")))),
-    ("Java source", _source(((("public ", "private ", "protected "),
-                              r"\b(public|private|protected) (static )?[\w<>\[\]]+ \w+\("),
-                             (("import java",), r"^import java"), (("class ",), r"\bclass \w+"),
-                             (("@Override",), r"@Override")))),
+    ("Java source", _source(((("import java",), r"^import java"), (("class ",), r"\bclass \w+"),
+                             (("@Override",), r"@Override"),
+                             (("public ", "private ", "protected "),
+                              r"\b(public|private|protected) (static )?[\w<>\[\]]+ \w+\(")))),
     ("C/C++ source", _source(((("#include",), r"^#include [<\"]"), (("int main(",), r"\bint main\("),
-                              (("struct ", "typedef "), r"\b(struct|typedef) \w+"),
-                              (("#define ",), r"^#define ")))),
+                              (("#define ",), r"^#define "),
+                              (("struct ", "typedef "), r"\b(struct|typedef) \w+")))),
     ("TypeScript source", _source(((("interface ",), r"^(export )?interface \w+"),
                                    ((": string", ": number", ": boolean"),
                                     r"\w\??: (string|number|boolean)\b"),
-                                   (("export type", "export enum"), r"^export (type|enum) \w+"),
+                                   ((), r"^export (type|enum) \w+"),
                                    ((";",), r"^[ \t]*\w+\??: [\w.<>\[\]| ]+;[ \t]*$")), 2)),
     # Python without a def line (models, constants, a slice of a file): imports, classes, self.
     ("Python source", _source(((("import ",), r"^(from [\w.]+ import \S|import [\w.]+( as \w+)?$)"),
