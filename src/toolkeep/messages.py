@@ -48,7 +48,8 @@ if TYPE_CHECKING:
 else:
 
     def _value(cls):
-        return dataclass(slots=True)(cls)
+        # unsafe_hash: hashed by value as a frozen dataclass is (the contract makes it safe)
+        return dataclass(slots=True, unsafe_hash=True)(cls)
 
 
 @_value
