@@ -11,6 +11,7 @@ import pytest
 from toolkeep import Config, Microcompactor, Session, StepContext, get_format, run_pipeline
 from toolkeep.messages import ToolResultPart
 from toolkeep.shorten import archive_key
+from toolkeep.stores import MemoryStore
 
 from .strategies import assistant, oa_assistant, oa_tool, oa_user, tool_result, tool_use, user
 
@@ -219,3 +220,30 @@ class TestAgeAfterRepair:
         """``Session.prepare`` (the incremental engine) gives what ``run_pipeline`` gives."""
         out, report = session.prepare(self.history())
         assert sent(out) == "0" * 3_001 and report.truncated == 0
+
+
+class TestContentTypeMemory:
+    def test_names_a_repeated_original_once_and_keeps_at_most_its_bound(self) -> None:
+        """A repeated original (same archive key) is named once; the labels kept stay within
+        ``types_kept``, the least recently used going first, and the summaries do not change."""
+        named: list[str] = []
+
+        def content_type(text: str) -> str:
+            named.append(text)
+            return "text"
+
+        compactor = Microcompactor(content_type=content_type)
+        compactor.types_kept = 2
+        a, b, c = ("a" * 4_000, "b" * 4_000, "c" * 4_000)
+        ctx = StepContext(get_format("anthropic"), store=MemoryStore())
+        forms = [
+            compactor.compact(ToolResultPart("t", text, name="ls"), 4, ctx) for text in (a, b, a, c, b, a)
+        ]
+        # a, b named; a again from memory (now the most recent); c evicts b; b named again
+        # and evicts a; a named again
+        assert named == [a, b, c, b, a]
+        assert len(compactor._types) == 2
+        assert [f.text if f else None for f in forms] == [
+            f"[Old tool result cleared -- 1 lines, 4K chars, text] <<ccr:{archive_key(t)}>>"
+            for t in (a, b, a, c, b, a)
+        ]

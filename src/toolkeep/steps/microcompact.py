@@ -23,6 +23,8 @@ class Microcompactor:
     """
 
     block_local = True
+    types_kept = 4_096
+    """Content types remembered by archive key (a label each; the oldest used go first)."""
 
     def __init__(
         self,
@@ -48,8 +50,9 @@ class Microcompactor:
         # None: take it from the run's config, so a pipeline built without it still protects
         self.recall_protect_turns = recall_protect_turns
         self._types: dict[str, str] = {}
-        """Content type by archive key: agents read the same file again and again (one summary
-        in five on the largest real session repeats an earlier one's original)."""
+        """Content type by archive key, least recently used first: agents read the same file
+        again and again (one summary in five on the largest real session repeats an earlier
+        one's original). At most :attr:`types_kept` entries."""
 
     def preserved(self, p: ToolResultPart) -> bool:
         """True for results this compactor never shortens."""
@@ -88,17 +91,26 @@ class Microcompactor:
         keys = ([key] if key else []) + carried_keys(original)
         paths = [p.saved_path] if p.saved_path else []
         if age >= self.summarize_turns:
-            kind = self._types.get(key) if key else None
-            if kind is None:
-                kind = self.content_type(original)
-                if key:
-                    self._types[key] = kind
+            kind = self._content_type(original, key)
             text = summary_form(original, kind, keys=keys, paths=paths)
         else:
             text = compact_form(original, self.head, self.tail, keys=keys, paths=paths)
         if text != p.text and len(text) >= len(p.text):
             return None
         return p.with_text(text, key=key)
+
+    def _content_type(self, original: str, key: str | None) -> str:
+        """The content type of ``original``, named once per archive key while it is kept."""
+        if not key:
+            return self.content_type(original)
+        types = self._types
+        kind = types.pop(key, None)
+        if kind is None:
+            kind = self.content_type(original)
+            if len(types) >= self.types_kept:
+                del types[next(iter(types))]
+        types[key] = kind  # (again) the most recently used
+        return kind
 
     def __call__(self, history: History, ctx: StepContext) -> History:
         updates: dict[tuple[int, int], ToolResultPart] = {}
