@@ -138,6 +138,7 @@ class Session(Closing):
         )
         if cap is not None:
             caps = ToolCaps(default=cap, caps={}, head=caps.head, tail=caps.tail)
+        # a cut reads no format: any one will do
         ctx = StepContext(get_format("anthropic"), self.config, self.workspace, self.store, Report())
         part = ToolResultPart(call_id, text, name=tool_name)
         capped = caps.cut(part, ctx)
