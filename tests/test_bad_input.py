@@ -64,6 +64,8 @@ REPAIRS: dict[str, list[tuple[str, int]]] = {
     "call-without-name-openai.json": [("invalid_calls_pruned", 1), ("orphans_removed", 2)],
     "call-without-id.json": [("invalid_calls_pruned", 1), ("empty_assistant_dropped", 1)],
     "result-without-id.json": [("orphans_removed", 2), ("synthetic", 1)],
+    "call-id-refused-anthropic.json": [("renamed", 1), ("renamed", 1)],
+    "call-id-too-long-openai.json": [("renamed", 1)],
 }
 # files that are odd but valid: they come back exactly as they went in
 UNCHANGED = ("nul-chars.json", "lone-surrogates.json", "crlf-lines.json", "utf8-bom.json")

@@ -444,3 +444,40 @@ def test_changed_call_arguments_reach_the_output(
     dumped = adapter.dump(history)[1]
     assert read_back(dumped) == new_arguments  # type: ignore[operator]
     assert read_back(message) != new_arguments  # type: ignore[operator]
+
+
+class TestRefusedIds:
+    """Ids the provider's rule refuses are renamed, the same way every time, with their results."""
+
+    @pytest.mark.parametrize(
+        ("fmt", "ids"),
+        [
+            ("anthropic", ["functions.ls:0", "functions.ls.0", "a b", "toolu_\x00"]),
+            ("bedrock", ["call/1", "call 1", "y" * 65]),
+            ("openai-chat", ["fc_" + "0" * 50, "fc_" + "0" * 49 + "1"]),
+        ],
+    )
+    def test_renamed_ids_are_accepted_distinct_and_stable(self, fmt: str, ids: list[str]) -> None:
+        rule = toolkeep.get_format(fmt).call_id_rule
+        assert rule is not None
+        renamed = [rule.conforming(i) for i in ids]
+        assert not any(rule.accepts(i) for i in ids)
+        assert all(rule.accepts(r) for r in renamed)
+        assert len(set(renamed)) == len(ids)  # ids made alike stay apart
+        assert renamed == [rule.conforming(i) for i in ids]
+
+    def test_a_refused_id_taken_twice_is_renamed_apart(self) -> None:
+        """The same refused id in two blocks: the second is renamed past the first's new id."""
+        history = [
+            user("go"),
+            assistant(tool_use("functions.ls:0", "ls")),
+            user(tool_result("functions.ls:0", "a")),
+            assistant(tool_use("functions.ls:0", "ls")),
+            user(tool_result("functions.ls:0", "b")),
+        ]
+        out, report = run_pipeline(history, format="anthropic")
+        first = out[1]["content"][0]["id"]
+        assert first.startswith("functions_ls_0_") and out[2]["content"][0]["tool_use_id"] == first
+        assert out[3]["content"][0]["id"] == out[4]["content"][0]["tool_use_id"] == f"{first}_2"
+        assert [r.kind for r in report.repairs] == ["renamed", "renamed"]
+        assert toolkeep.validate(out, "anthropic") == []

@@ -35,7 +35,7 @@ from .messages import History, Message, ToolResultPart
 from .report import Report
 from .steps import MISSING, Memo, Step, StepContext
 from .steps._context import FORGETFUL
-from .steps.pairing import survives_pruning
+from .steps.pairing import first_choice_id, survives_pruning
 
 __all__ = ["BlockEngine", "common_prefix", "fingerprint", "is_block_local"]
 
@@ -289,8 +289,10 @@ class BlockEngine:
         pairing keeps in it, the age of the newest and its key. ``seen`` (call ids before the
         block) gains the block's ids."""
         calls, age_offset, age_key = age
+        # pairing renames a call whose id (or the one the provider's id rule has it stand for)
+        # an earlier block took: then the output depends on those blocks' ids
         clash = fmt.unique_call_ids and any(
-            c.id in seen for m in block if m.role == "assistant" for c in m.calls
+            first_choice_id(c.id, fmt) in seen for m in block if m.role == "assistant" for c in m.calls
         )
         seen_before = frozenset(seen) if clash else frozenset()
         report = Report(format=fmt.name)

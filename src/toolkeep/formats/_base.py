@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import hashlib
+import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from ..exceptions import FormatError
@@ -12,6 +14,7 @@ from ..messages import History, Message, ToolResultPart
 
 __all__ = [
     "CONTINUE_TEXT",
+    "CallIdRule",
     "Format",
     "ToolMessageRules",
     "Violation",
@@ -41,6 +44,48 @@ class Violation:
         return f"messages[{self.index}] {self.rule}: {self.message}"
 
 
+@dataclass(frozen=True)
+class CallIdRule:
+    """The call ids a provider accepts: made of the characters of ``chars`` (a regex character
+    class body, e.g. ``a-zA-Z0-9_-``) and at most ``max_length`` long. ``refusal(message index,
+    call position, id)`` words a breach as the provider's 400 error does.
+
+    Ids another provider or framework made break such rules (Kimi's ``functions.get:0`` for
+    Anthropic, a 53-char Responses ``fc_...`` id for OpenAI Chat); pairing repair renames them
+    with :meth:`conforming`."""
+
+    refusal: Callable[[int, int, str], str]
+    chars: str | None = None
+    max_length: int | None = None
+    _whole: re.Pattern[str] | None = field(init=False, repr=False, compare=False)
+    _other: re.Pattern[str] | None = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        whole = re.compile(f"[{self.chars}]+") if self.chars else None
+        other = re.compile(f"[^{self.chars}]") if self.chars else None
+        object.__setattr__(self, "_whole", whole)
+        object.__setattr__(self, "_other", other)
+
+    def accepts(self, call_id: str) -> bool:
+        if self.max_length is not None and len(call_id) > self.max_length:
+            return False
+        return self._whole is None or self._whole.fullmatch(call_id) is not None
+
+    def conforming(self, call_id: str) -> str:
+        """An id this rule accepts standing for ``call_id``: every character the rule refuses
+        made ``_``, cut to fit, then ``_`` and 8 hex digits of the id's hash, so that two ids
+        made alike stay apart. A function of ``call_id`` alone: a result still finds its call,
+        and a block renames the same way whatever came before it."""
+        base = self._other.sub("_", call_id) if self._other is not None else call_id
+        if self.max_length is not None:
+            base = base[: self.max_length - 9]
+        return f"{base}_{hashlib.sha256(call_id.encode('utf-8', 'surrogatepass')).hexdigest()[:8]}"
+
+    def accepted(self, call_id: str) -> str:
+        """``call_id`` when the rule accepts it, else :meth:`conforming`."""
+        return call_id if self.accepts(call_id) else self.conforming(call_id)
+
+
 class Format(ABC):
     """A provider's history format: load to the neutral model, dump back, validate.
 
@@ -55,6 +100,8 @@ class Format(ABC):
     """True when all results of one block must sit in the single message after the calls."""
     native_objects: ClassVar[bool] = False
     """True when ``load``/``dump`` read and give back SDK objects themselves (LangChain)."""
+    call_id_rule: ClassVar[CallIdRule | None] = None
+    """The call ids the provider accepts, where it restricts them (pairing renames the rest)."""
     per_message: ClassVar[bool] = False
     """True when :meth:`load_message` and :meth:`dump_message` work one message at a time, so
     a session can reuse the neutral form of every message it has seen before."""
@@ -106,8 +153,11 @@ class ToolMessageRules:
     """True when an id may not repeat anywhere in the request (else only within one message)."""
 
 
-def check_tool_messages(history: History, rules: ToolMessageRules) -> list[Violation]:
-    """Breaches of "each call answered by its own ``tool`` message, right after the calls"."""
+def check_tool_messages(
+    history: History, rules: ToolMessageRules, id_rule: CallIdRule | None = None
+) -> list[Violation]:
+    """Breaches of "each call answered by its own ``tool`` message, right after the calls" (and
+    of ``id_rule``, where the provider restricts call ids)."""
     out: list[Violation] = []
     seen_anywhere: set[str] = set()
     i = 0
@@ -122,10 +172,12 @@ def check_tool_messages(history: History, rules: ToolMessageRules) -> list[Viola
             i += 1
             continue
         wanted: dict[str, bool] = {}
-        for c in m.calls:
+        for k, c in enumerate(m.calls):
             seen = seen_anywhere if rules.ids_unique_across else wanted
             if not c.id:
                 out.append(Violation(i, c.id, "empty_id", rules.empty_id(i)))
+            elif id_rule is not None and not id_rule.accepts(c.id):
+                out.append(Violation(i, c.id, "invalid_id", id_rule.refusal(i, k, c.id)))
             elif c.id in seen:
                 out.append(Violation(i, c.id, "duplicate_id", rules.duplicate_id(i, c.id)))
             seen_anywhere.add(c.id)

@@ -8,7 +8,7 @@ from typing import Any
 
 from ..exceptions import FormatError
 from ..messages import History, Message, OpaquePart, Part, TextPart, ToolCallPart, ToolResultPart
-from ._base import Format, Violation, expect_mapping
+from ._base import CallIdRule, Format, Violation, expect_mapping
 
 __all__ = ["AnthropicFormat", "replace_text_content", "result_text"]
 
@@ -57,6 +57,12 @@ class AnthropicFormat(Format):
     per_message = True
     unique_call_ids = True
     grouped_results = True
+    call_id_rule = CallIdRule(
+        lambda i, j, _: (
+            f"messages.{i}.content.{j}.tool_use.id: String should match pattern '^[a-zA-Z0-9_-]+$'"
+        ),
+        chars="a-zA-Z0-9_-",
+    )
 
     def detect(self, messages: Sequence[Any]) -> int:
         score = 1
@@ -198,6 +204,8 @@ class AnthropicFormat(Format):
                         f"messages.{i}.content.{j}.tool_use.id: String should match pattern '^[a-zA-Z0-9_-]+$'",
                     )
                 )
+            elif not self.call_id_rule.accepts(p.id):
+                out.append(Violation(i, p.id, "invalid_id", self.call_id_rule.refusal(i, j, p.id)))
             elif p.id in seen:
                 out.append(
                     Violation(

@@ -30,7 +30,7 @@ from typing import Any
 
 from ..exceptions import FormatError
 from ..messages import History, Message, OpaquePart, Part, TextPart, ToolCallPart, ToolResultPart
-from ._base import CONTINUE_TEXT, Format, Violation, expect_mapping
+from ._base import CONTINUE_TEXT, CallIdRule, Format, Violation, expect_mapping
 
 __all__ = ["CONTINUE_MESSAGE", "BedrockFormat"]
 
@@ -60,6 +60,19 @@ class BedrockFormat(Format):
     name = "bedrock"
     unique_call_ids = True
     grouped_results = True
+    call_id_rule = CallIdRule(
+        lambda i, j, c: (
+            f"1 validation error detected: Value '{c}' at 'messages.{i + 1}.member.content.{j + 1}.member"
+            ".toolUse.toolUseId' failed to satisfy constraint: "
+            + (
+                "Member must have length less than or equal to 64"
+                if len(c) > 64
+                else "Member must satisfy regular expression pattern: [a-zA-Z0-9_.:-]+"
+            )
+        ),
+        chars="a-zA-Z0-9_.:-",
+        max_length=64,
+    )
 
     def detect(self, messages: Sequence[Any]) -> int:
         score = 1
@@ -216,7 +229,9 @@ class BedrockFormat(Format):
         for j, p in enumerate(history[i].parts):
             if not isinstance(p, ToolCallPart):
                 continue
-            if not p.id or p.id in seen:
+            if p.id and not self.call_id_rule.accepts(p.id):
+                out.append(Violation(i, p.id, "invalid_id", self.call_id_rule.refusal(i, j, p.id)))
+            elif not p.id or p.id in seen:
                 rule = "empty_id" if not p.id else "duplicate_id"
                 what = "is empty" if not p.id else f"{p.id} is used by another toolUse block"
                 out.append(

@@ -8,7 +8,7 @@ from typing import Any
 
 from ..exceptions import FormatError
 from ..messages import History, Message, OpaquePart, Part, TextPart, ToolCallPart, ToolResultPart
-from ._base import Format, ToolMessageRules, Violation, check_tool_messages, expect_mapping
+from ._base import CallIdRule, Format, ToolMessageRules, Violation, check_tool_messages, expect_mapping
 
 __all__ = ["OpenAIChatFormat", "content_text"]
 
@@ -36,6 +36,13 @@ class OpenAIChatFormat(Format):
     per_message = True
     unique_call_ids = False
     grouped_results = False
+    call_id_rule = CallIdRule(
+        lambda i, k, c: (
+            f"Invalid 'messages[{i}].tool_calls[{k}].id': string too long. Expected a string with "
+            f"maximum length 40, but got a string with length {len(c)} instead."
+        ),
+        max_length=40,
+    )
 
     def detect(self, messages: Sequence[Any]) -> int:
         score = 1
@@ -139,7 +146,7 @@ class OpenAIChatFormat(Format):
         return [*packed, *rest]
 
     def validate(self, history: History) -> list[Violation]:
-        return check_tool_messages(history, _RULES)
+        return check_tool_messages(history, _RULES, self.call_id_rule)
 
 
 _RULES = ToolMessageRules(

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from ..formats import Format
 from ..messages import History, Message, Part, ToolCallPart, ToolResultPart
 from ._context import FORGETFUL, MISSING, StepContext, block_local
 
-__all__ = ["MISSING_RESULT_TEXT", "repair_pairing", "survives_pruning", "synthetic_result"]
+__all__ = ["MISSING_RESULT_TEXT", "first_choice_id", "repair_pairing", "survives_pruning", "synthetic_result"]
 
 MISSING_RESULT_TEXT = (
     "[Tool result missing -- the tool execution was interrupted or failed silently. "
@@ -54,25 +55,27 @@ def repair_pairing(history: History, ctx: StepContext) -> History:
         if not remembers:
             out.extend(_repair_block(block, ctx, seen))
             continue
-        ids = [c.id for c in block.assistant.calls] if block.assistant is not None else []
+        a = block.assistant
+        # the ids the calls would get were nothing taken: the repair depends on earlier blocks
+        # only when one of them is
+        ids = [first_choice_id(c.id, ctx.format) for c in a.calls] if a is not None else []
         key = None
         if seen.isdisjoint(ids):
-            anchor = (
-                block.assistant if block.assistant is not None else (block.rest[0][1] if block.rest else None)
-            )
+            anchor = a if a is not None else (block.rest[0][1] if block.rest else None)
             key = (block.start, tuple(id(m) for _, m in block.rest))
             cached = ctx.memo.get("pairing", anchor, key) if anchor is not None else MISSING
             if cached is not MISSING:
-                messages, done = cached
+                messages, done, given = cached
                 out.extend(messages)
                 repairs.extend(done)
-                seen.update(ids)
+                seen.update(given)
                 continue
         first = len(repairs)
         messages = _repair_block(block, ctx, seen)
         out.extend(messages)
         if key is not None and anchor is not None:
-            ctx.memo.put("pairing", anchor, (messages, repairs[first:]), key)
+            given = [c.id for m in messages if m.role == "assistant" for c in m.calls]
+            ctx.memo.put("pairing", anchor, (messages, repairs[first:], given), key)
     return out
 
 
@@ -117,8 +120,8 @@ def _prune_calls(
             continue
         here.add(p.id)
         call = p
-        if ctx.format.unique_call_ids and p.id in seen:
-            new_id = _fresh_id(p.id, seen | {c.id for c in m.calls})
+        new_id = _accepted_id(p.id, ctx, seen, m)
+        if new_id != p.id:
             report.add_repair("renamed", p.id, i, f"renamed to {new_id}")
             call = replace(p, id=new_id)
             changed = True
@@ -162,6 +165,28 @@ def _invalid_call(p: ToolCallPart) -> str:
     return ""
 
 
+def first_choice_id(call_id: str, fmt: Format) -> str:
+    """The id pairing gives a call before uniqueness is asked for: ``call_id``, or the one the
+    provider's id rule has it stand for (:meth:`CallIdRule.conforming`)."""
+    rule = fmt.call_id_rule
+    return call_id if rule is None else rule.accepted(call_id)
+
+
+def _accepted_id(call_id: str, ctx: StepContext, seen: set[str], m: Message) -> str:
+    """``call_id``, or the id it is renamed to: one the provider's id rule accepts, then, where
+    the format wants ids unique, one no earlier call took (``_2``, ``_3``, ... made to fit the
+    rule again), and never another call's id in the same message."""
+    fmt = ctx.format
+    new_id = first_choice_id(call_id, fmt)
+    if new_id == call_id and not (fmt.unique_call_ids and call_id in seen):
+        return call_id
+    own = {c.id for c in m.calls} - {call_id}
+    taken = (seen if fmt.unique_call_ids else set()) | own
+    while new_id in taken:
+        new_id = first_choice_id(_fresh_id(new_id, taken), fmt)
+    return new_id
+
+
 def _fresh_id(old: str, taken: set[str]) -> str:
     """``old_2``, ``old_3``, ...: the first not taken by an earlier call or one in this block."""
     n = 2
@@ -174,17 +199,19 @@ def _valid_as_is(block: _Block, ctx: StepContext, seen: set[str]) -> list[Messag
     """The block with its results named, when pairing has nothing to repair in it (the usual
     case, decided in one pass); ``None`` to leave the decision to the full repair.
 
-    "Nothing to repair": every call has an id and a name, none repeats an id (within the block,
+    "Nothing to repair": every call has an id the provider accepts and a name, none repeats an
+    id (within the block,
     or before it where the format wants ids unique), each is answered by exactly one result, no
     result answers anything else or sits behind other content, and the results are where the
     provider wants them. ``seen`` gains the block's ids, as the full repair adds them."""
     a = block.assistant
     if a is None or not a.parts:
         return None
+    rule = ctx.format.call_id_rule
     names: dict[str, str] = {}
     for p in a.parts:
         if isinstance(p, ToolCallPart):
-            if not p.id or not p.name or p.id in names:
+            if not p.id or not p.name or p.id in names or (rule is not None and not rule.accepts(p.id)):
                 return None
             names[p.id] = p.name
         elif isinstance(p, ToolResultPart):
