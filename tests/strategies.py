@@ -133,8 +133,9 @@ def _anthropic_result(draw: st.DrawFn, call_id: str, sdk: bool) -> dict[str, Any
 @st.composite
 def _anthropic_user_text(draw: st.DrawFn, sdk: bool) -> dict[str, Any]:
     if draw(st.booleans()):
-        return {"role": "user", "content": draw(st.sampled_from(["go on", "stop!", "中文 🙂"]))}
-    blocks: list[dict[str, Any]] = [{"type": "text", "text": "look at this"}]
+        return {"role": "user", "content": draw(st.sampled_from(["go on", "stop!", "中文 🙂", " \n"]))}
+    # a blank text block (Anthropic and Bedrock refuse it; pairing drops it there)
+    blocks: list[dict[str, Any]] = [{"type": "text", "text": draw(st.sampled_from(["look at this", "\n\n"]))}]
     if draw(st.booleans()):
         blocks.append({"type": "image", "source": dict(_image_source)})
     cache = draw(_cache)
@@ -151,7 +152,9 @@ def anthropic_histories(draw: st.DrawFn, sdk: bool = False, max_blocks: int = 6)
         calls = draw(st.lists(st.tuples(st.sampled_from(CALL_IDS), st.sampled_from(TOOL_NAMES)), max_size=3))
         content: list[dict[str, Any]] = []
         if draw(st.booleans()) or not calls:
-            content.append({"type": "text", "text": draw(st.sampled_from(["Let me look.", "ok", "🙂"]))})
+            content.append(
+                {"type": "text", "text": draw(st.sampled_from(["Let me look.", "ok", "🙂", "\n\n"]))}
+            )
         for cid, name in calls:
             content.append({"type": "tool_use", "id": cid, "name": name, "input": {"path": "a.py"}})
         if not sdk and draw(st.integers(0, 5)) == 0:

@@ -66,6 +66,11 @@ REPAIRS: dict[str, list[tuple[str, int]]] = {
     "result-without-id.json": [("orphans_removed", 2), ("synthetic", 1)],
     "call-id-refused-anthropic.json": [("renamed", 1), ("renamed", 1)],
     "call-id-too-long-openai.json": [("renamed", 1)],
+    "blank-text-anthropic.json": [
+        ("blank_text_dropped", 1),
+        ("blank_text_dropped", 2),
+        ("blank_text_dropped", 4),
+    ],
 }
 # files that are odd but valid: they come back exactly as they went in
 UNCHANGED = ("nul-chars.json", "lone-surrogates.json", "crlf-lines.json", "utf8-bom.json")

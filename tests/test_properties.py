@@ -172,14 +172,21 @@ class TestIncremental:
 
 def untouched_parts(fmt: str, messages: list[Any]) -> list[str]:
     """What the pipeline must carry as it is: every block that is neither a call nor a result
-    (Anthropic; a string content counts as one text block), or every user/system message and
-    assistant text (OpenAI Chat), in order, as JSON."""
+    nor blank text, which Anthropic refuses and pairing drops (or makes "(continue)" where a
+    message held nothing else; the generated histories never say it) (Anthropic; a string
+    content counts as one text block), or every user/system message and assistant text (OpenAI
+    Chat), in order, as JSON."""
     out = []
     for m in messages:
         if fmt == "anthropic":
             content = m["content"]
             blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
-            out += [json.dumps(b) for b in blocks if b.get("type") not in ("tool_use", "tool_result")]
+            out += [
+                json.dumps(b)
+                for b in blocks
+                if b.get("type") not in ("tool_use", "tool_result")
+                and not (b.get("type") == "text" and b["text"].strip() in ("", "(continue)"))
+            ]
         elif m["role"] in ("user", "system"):
             out.append(json.dumps(m))
         elif m["role"] == "assistant" and m.get("content"):

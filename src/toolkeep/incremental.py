@@ -165,7 +165,7 @@ class BlockEngine:
         bounds = [0, *bounds] if history else []
         ends = [*bounds[1:], len(history)] if bounds else []  # an empty request has no blocks
         counted = [
-            history[lo].role == "assistant" and survives_pruning(history[lo], hi - lo > 1)
+            history[lo].role == "assistant" and survives_pruning(history[lo], hi - lo > 1, fmt)
             for lo, hi in zip(bounds, ends, strict=True)
         ]
         assistants = kept_calls + sum(counted)

@@ -16,6 +16,7 @@ REPAIR_KINDS = (
     "renamed",
     "invalid_calls_pruned",
     "empty_assistant_dropped",
+    "blank_text_dropped",
 )
 """Kinds of pairing repair, in the order the report lists them."""
 

@@ -100,6 +100,9 @@ class Format(ABC):
     """True when all results of one block must sit in the single message after the calls."""
     native_objects: ClassVar[bool] = False
     """True when ``load``/``dump`` read and give back SDK objects themselves (LangChain)."""
+    refuses_blank_text: ClassVar[bool] = False
+    """True when the provider refuses a text block that is empty or only whitespace (pairing
+    drops such blocks, and a message left with nothing)."""
     call_id_rule: ClassVar[CallIdRule | None] = None
     """The call ids the provider accepts, where it restricts them (pairing renames the rest)."""
     per_message: ClassVar[bool] = False

@@ -57,6 +57,7 @@ class AnthropicFormat(Format):
     per_message = True
     unique_call_ids = True
     grouped_results = True
+    refuses_blank_text = True
     call_id_rule = CallIdRule(
         lambda i, j, _: (
             f"messages.{i}.content.{j}.tool_use.id: String should match pattern '^[a-zA-Z0-9_-]+$'"
@@ -183,6 +184,13 @@ class AnthropicFormat(Format):
                         f"messages.{i}: all messages must have non-empty content except for the optional final assistant message",
                     )
                 )
+            out.extend(
+                Violation(
+                    i, None, "blank_text", "messages: text content blocks must contain non-whitespace text"
+                )
+                for p in m.parts
+                if isinstance(p, TextPart) and not p.text.strip()
+            )
             if m.role == "assistant":
                 out.extend(self._check_calls(history, i, seen))
             else:

@@ -60,6 +60,7 @@ class BedrockFormat(Format):
     name = "bedrock"
     unique_call_ids = True
     grouped_results = True
+    refuses_blank_text = True
     call_id_rule = CallIdRule(
         lambda i, j, c: (
             f"1 validation error detected: Value '{c}' at 'messages.{i + 1}.member.content.{j + 1}.member"

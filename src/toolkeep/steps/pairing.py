@@ -3,8 +3,10 @@
 The history is cut into blocks, one per assistant message: the assistant message and the messages
 up to the next one. Within a block, each call claims the first result with its id; results that no
 call claims are removed, calls that claim none get a synthetic error result, and results that sat
-behind other content are moved back next to their call. A block that is already valid for its
-provider is left exactly as it is, down to the order of its results.
+behind other content are moved back next to their call. Where the provider says so, a call id it
+refuses is renamed (with its results) and a text block that is empty or only whitespace dropped.
+A block that is already valid for its provider is left exactly as it is, down to the order of its
+results.
 """
 
 from __future__ import annotations
@@ -12,7 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from ..formats import Format
-from ..messages import History, Message, Part, ToolCallPart, ToolResultPart
+from ..formats._base import CONTINUE_TEXT
+from ..messages import History, Message, Part, TextPart, ToolCallPart, ToolResultPart
 from ._context import FORGETFUL, MISSING, StepContext, block_local
 
 __all__ = ["MISSING_RESULT_TEXT", "first_choice_id", "repair_pairing", "survives_pruning", "synthetic_result"]
@@ -107,7 +110,11 @@ def _prune_calls(
             changed = True
             continue
         if not isinstance(p, ToolCallPart):
-            kept.append(p)
+            if _refused_text(p, ctx.format):
+                report.add_repair("blank_text_dropped", "", i)
+                changed = True
+            else:
+                kept.append(p)
             continue
         invalid = _invalid_call(p)
         if invalid:
@@ -141,19 +148,44 @@ def _prune_calls(
     return m.with_parts(kept), calls
 
 
-def survives_pruning(m: Message, followed: bool) -> bool:
+def survives_pruning(m: Message, followed: bool, fmt: Format) -> bool:
     """True when pairing keeps assistant message ``m`` (``followed``: other messages of its block
     come after it), decided without running it: the block engine ages results by it. Mirrors
-    :func:`_prune_calls`: ``m`` goes when it is empty and followed, or when nothing but results
-    and calls it prunes (no id, no name) is in it; the first part it keeps decides."""
+    :func:`_prune_calls`: ``m`` goes when it is empty and followed, or when nothing but results,
+    calls it prunes (no id, no name) and text the provider refuses is in it; the first part it
+    keeps decides."""
     if not m.parts:
         return not followed
     for p in m.parts:
-        if isinstance(p, ToolResultPart):
+        if isinstance(p, ToolResultPart) or _refused_text(p, fmt):
             continue
         if not isinstance(p, ToolCallPart) or not _invalid_call(p):
             return True
     return False
+
+
+def _refused_text(p: Part, fmt: Format) -> bool:
+    """True for a text block the provider refuses: empty or only whitespace (where it says so)."""
+    return fmt.refuses_blank_text and isinstance(p, TextPart) and (not p.text or p.text.isspace())
+
+
+def _without_refused_text(block: _Block, ctx: StepContext) -> _Block:
+    """``block`` with the refused text blocks of its other messages dropped (reported). A
+    message that held nothing else says ``(continue)`` instead: dropping it would change the
+    turns (a last user message gone makes the request a prefill of the assistant's)."""
+    fmt = ctx.format
+    if not fmt.refuses_blank_text:
+        return block
+    rest: list[tuple[int, Message]] = []
+    for i, m in block.rest:
+        kept = [p for p in m.parts if not _refused_text(p, fmt)]
+        if len(kept) == len(m.parts):
+            rest.append((i, m))
+            continue
+        for _ in range(len(m.parts) - len(kept)):
+            ctx.report.add_repair("blank_text_dropped", "", i, "" if kept else f"replaced by {CONTINUE_TEXT}")
+        rest.append((i, m.with_parts(kept or [TextPart(CONTINUE_TEXT)])))
+    return _Block(block.start, block.assistant, rest)
 
 
 def _invalid_call(p: ToolCallPart) -> str:
@@ -207,14 +239,15 @@ def _valid_as_is(block: _Block, ctx: StepContext, seen: set[str]) -> list[Messag
     a = block.assistant
     if a is None or not a.parts:
         return None
-    rule = ctx.format.call_id_rule
+    fmt = ctx.format
+    rule = fmt.call_id_rule
     names: dict[str, str] = {}
     for p in a.parts:
         if isinstance(p, ToolCallPart):
             if not p.id or not p.name or p.id in names or (rule is not None and not rule.accepts(p.id)):
                 return None
             names[p.id] = p.name
-        elif isinstance(p, ToolResultPart):
+        elif isinstance(p, ToolResultPart) or _refused_text(p, fmt):
             return None
     if ctx.format.unique_call_ids and not seen.isdisjoint(names):
         return None
@@ -228,6 +261,8 @@ def _valid_as_is(block: _Block, ctx: StepContext, seen: set[str]) -> list[Messag
                     return None
                 answered.add(p.call_id)
                 positions.append(pos)
+            elif _refused_text(p, fmt):
+                return None
             else:
                 other = True
     if len(answered) != len(names):
@@ -247,6 +282,7 @@ def _repair_block(block: _Block, ctx: StepContext, seen: set[str]) -> list[Messa
     if as_is is not None:
         return as_is
     assistant, calls = _prune_calls(block, ctx, seen)
+    block = _without_refused_text(block, ctx)
     report = ctx.report
     head: list[Message] = [assistant] if assistant is not None else []
     if block.assistant is not None and assistant is None:
