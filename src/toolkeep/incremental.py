@@ -291,8 +291,12 @@ class BlockEngine:
         calls, age_offset, age_key = age
         # pairing renames a call whose id (or the one the provider's id rule has it stand for)
         # an earlier block took: then the output depends on those blocks' ids
-        clash = fmt.unique_call_ids and any(
-            first_choice_id(c.id, fmt) in seen for m in block if m.role == "assistant" for c in m.calls
+        clash = (
+            fmt.unique_call_ids
+            and bool(seen)  # none before it: a session's first request, whose settled run is long
+            and any(
+                first_choice_id(c.id, fmt) in seen for m in block if m.role == "assistant" for c in m.calls
+            )
         )
         seen_before = frozenset(seen) if clash else frozenset()
         report = Report(format=fmt.name)

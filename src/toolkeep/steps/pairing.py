@@ -241,13 +241,14 @@ def _valid_as_is(block: _Block, ctx: StepContext, seen: set[str]) -> list[Messag
         return None
     fmt = ctx.format
     rule = fmt.call_id_rule
+    blank_refused = fmt.refuses_blank_text
     names: dict[str, str] = {}
     for p in a.parts:
         if isinstance(p, ToolCallPart):
             if not p.id or not p.name or p.id in names or (rule is not None and not rule.accepts(p.id)):
                 return None
             names[p.id] = p.name
-        elif isinstance(p, ToolResultPart) or _refused_text(p, fmt):
+        elif isinstance(p, ToolResultPart) or (blank_refused and _refused_text(p, fmt)):
             return None
     if ctx.format.unique_call_ids and not seen.isdisjoint(names):
         return None
@@ -261,7 +262,7 @@ def _valid_as_is(block: _Block, ctx: StepContext, seen: set[str]) -> list[Messag
                     return None
                 answered.add(p.call_id)
                 positions.append(pos)
-            elif _refused_text(p, fmt):
+            elif blank_refused and _refused_text(p, fmt):
                 return None
             else:
                 other = True
