@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from ..exceptions import FormatError
-from ..messages import History, Message, ToolResultPart
+from ..messages import History, Message, Part, TextPart, ToolResultPart
 
 __all__ = [
     "CONTINUE_TEXT",
@@ -18,6 +18,7 @@ __all__ = [
     "Format",
     "ToolMessageRules",
     "Violation",
+    "blank_text",
     "check_tool_messages",
     "expect_mapping",
 ]
@@ -42,6 +43,11 @@ class Violation:
 
     def __str__(self) -> str:
         return f"messages[{self.index}] {self.rule}: {self.message}"
+
+
+def blank_text(p: Part) -> bool:
+    """True for a text block that is empty or only whitespace (Anthropic and Bedrock refuse it)."""
+    return isinstance(p, TextPart) and (not p.text or p.text.isspace())
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ from typing import Any
 
 from ..exceptions import FormatError
 from ..messages import History, Message, OpaquePart, Part, TextPart, ToolCallPart, ToolResultPart
-from ._base import CallIdRule, Format, Violation, expect_mapping
+from ._base import CallIdRule, Format, Violation, blank_text, expect_mapping
 
 __all__ = ["AnthropicFormat", "replace_text_content", "result_text"]
 
@@ -189,7 +189,7 @@ class AnthropicFormat(Format):
                     i, None, "blank_text", "messages: text content blocks must contain non-whitespace text"
                 )
                 for p in m.parts
-                if isinstance(p, TextPart) and not p.text.strip()
+                if blank_text(p)
             )
             if m.role == "assistant":
                 out.extend(self._check_calls(history, i, seen))
@@ -203,15 +203,8 @@ class AnthropicFormat(Format):
         for j, p in enumerate(history[i].parts):
             if not isinstance(p, ToolCallPart):
                 continue
-            if not p.id:
-                out.append(
-                    Violation(
-                        i,
-                        p.id,
-                        "empty_id",
-                        f"messages.{i}.content.{j}.tool_use.id: String should match pattern '^[a-zA-Z0-9_-]+$'",
-                    )
-                )
+            if not p.id:  # the API words an empty id as a pattern breach too
+                out.append(Violation(i, p.id, "empty_id", self.call_id_rule.refusal(i, j, p.id)))
             elif not self.call_id_rule.accepts(p.id):
                 out.append(Violation(i, p.id, "invalid_id", self.call_id_rule.refusal(i, j, p.id)))
             elif p.id in seen:

@@ -30,7 +30,7 @@ from typing import Any
 
 from ..exceptions import FormatError
 from ..messages import History, Message, OpaquePart, Part, TextPart, ToolCallPart, ToolResultPart
-from ._base import CONTINUE_TEXT, CallIdRule, Format, Violation, expect_mapping
+from ._base import CONTINUE_TEXT, CallIdRule, Format, Violation, blank_text, expect_mapping
 
 __all__ = ["CONTINUE_MESSAGE", "BedrockFormat"]
 
@@ -217,7 +217,7 @@ class BedrockFormat(Format):
                     f"The text field in the ContentBlock object at messages.{i}.content.{j} is blank. Add text to the text field, and try again.",
                 )
                 for j, p in enumerate(m.parts)
-                if isinstance(p, TextPart) and not p.text.strip()
+                if blank_text(p)
             )
             if m.role == "assistant":
                 out.extend(self._check_calls(history, i, seen))

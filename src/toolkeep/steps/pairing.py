@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from ..formats import Format
-from ..formats._base import CONTINUE_TEXT
+from ..formats._base import CONTINUE_TEXT, blank_text
 from ..messages import History, Message, Part, TextPart, ToolCallPart, ToolResultPart
 from ._context import FORGETFUL, MISSING, StepContext, block_local
 
@@ -166,7 +166,7 @@ def survives_pruning(m: Message, followed: bool, fmt: Format) -> bool:
 
 def _refused_text(p: Part, fmt: Format) -> bool:
     """True for a text block the provider refuses: empty or only whitespace (where it says so)."""
-    return fmt.refuses_blank_text and isinstance(p, TextPart) and (not p.text or p.text.isspace())
+    return fmt.refuses_blank_text and blank_text(p)
 
 
 def _without_refused_text(block: _Block, ctx: StepContext) -> _Block:
@@ -232,23 +232,22 @@ def _valid_as_is(block: _Block, ctx: StepContext, seen: set[str]) -> list[Messag
     case, decided in one pass); ``None`` to leave the decision to the full repair.
 
     "Nothing to repair": every call has an id the provider accepts and a name, none repeats an
-    id (within the block,
-    or before it where the format wants ids unique), each is answered by exactly one result, no
-    result answers anything else or sits behind other content, and the results are where the
-    provider wants them. ``seen`` gains the block's ids, as the full repair adds them."""
+    id (within the block, or before it where the format wants ids unique), each is answered by
+    exactly one result, no result answers anything else or sits behind other content, the
+    results are where the provider wants them, and no text is one the provider refuses.
+    ``seen`` gains the block's ids, as the full repair adds them."""
     a = block.assistant
     if a is None or not a.parts:
         return None
     fmt = ctx.format
     rule = fmt.call_id_rule
-    blank_refused = fmt.refuses_blank_text
     names: dict[str, str] = {}
     for p in a.parts:
         if isinstance(p, ToolCallPart):
             if not p.id or not p.name or p.id in names or (rule is not None and not rule.accepts(p.id)):
                 return None
             names[p.id] = p.name
-        elif isinstance(p, ToolResultPart) or (blank_refused and _refused_text(p, fmt)):
+        elif isinstance(p, ToolResultPart) or _refused_text(p, fmt):
             return None
     if ctx.format.unique_call_ids and not seen.isdisjoint(names):
         return None
@@ -262,7 +261,7 @@ def _valid_as_is(block: _Block, ctx: StepContext, seen: set[str]) -> list[Messag
                     return None
                 answered.add(p.call_id)
                 positions.append(pos)
-            elif blank_refused and _refused_text(p, fmt):
+            elif _refused_text(p, fmt):
                 return None
             else:
                 other = True
