@@ -80,7 +80,7 @@ class TestSdkObjects:
         ]
         history = [*SOURCE, {"role": "assistant", "content": blocks}]
         fmt = resolve_format(history)
-        assert isinstance(fmt, ObjectFormat) and fmt.name == "anthropic" and fmt.unique_call_ids
+        assert isinstance(fmt, ObjectFormat) and fmt.name == "anthropic" and fmt.rules.unique_call_ids
         with toolkeep.Session(toolkeep.Config(), workspace=tmp_path / "ws") as session:
             out, report = session.prepare(history)
         assert out[3]["content"][0] is blocks[0]

@@ -458,7 +458,7 @@ class TestRefusedIds:
         ],
     )
     def test_renamed_ids_are_accepted_distinct_and_stable(self, fmt: str, ids: list[str]) -> None:
-        rule = toolkeep.get_format(fmt).call_id_rule
+        rule = toolkeep.get_format(fmt).rules.call_id_rule
         assert rule is not None
         renamed = [rule.conforming(i) for i in ids]
         assert not any(rule.accepts(i) for i in ids)

@@ -292,7 +292,7 @@ class BlockEngine:
         # pairing renames a call whose id (or the one the provider's id rule has it stand for)
         # an earlier block took: then the output depends on those blocks' ids
         clash = (
-            fmt.unique_call_ids
+            fmt.rules.unique_call_ids
             and bool(seen)  # none before it: a session's first request, whose settled run is long
             and any(
                 first_choice_id(c.id, fmt) in seen for m in block if m.role == "assistant" for c in m.calls
@@ -308,7 +308,7 @@ class BlockEngine:
             report,
             memo=memo,
             age_offset=age_offset,
-            seen_ids=seen if fmt.unique_call_ids else set(),
+            seen_ids=seen if fmt.rules.unique_call_ids else set(),
             index_offset=start,
         )
         report.chars_before = _result_chars(block)

@@ -72,7 +72,7 @@ class Session(Closing):
         self._last = []
         try:
             fmt = self._format(messages, format, same)
-            if self._engine is not None and fmt.per_message:
+            if self._engine is not None and fmt.rules.per_message:
                 report = Report(format=fmt.name)
                 ctx = StepContext(fmt, self.config, self.workspace, self.store, report, memo=self.memo)
                 prepared = Prepared(self._engine.run(fmt, messages, self.steps, ctx, same), report)

@@ -13,7 +13,7 @@ from typing import Any
 
 from ..exceptions import DetectionError, FormatError
 from . import _sdk
-from ._base import CallIdRule, Format, Violation
+from ._base import CallIdRule, Format, FormatRules, Violation
 from .anthropic import AnthropicFormat
 from .bedrock import BedrockFormat
 from .gemini import GeminiFormat
@@ -25,6 +25,7 @@ __all__ = [
     "FORMATS",
     "CallIdRule",
     "Format",
+    "FormatRules",
     "Violation",
     "detect_format",
     "get_format",

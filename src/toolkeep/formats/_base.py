@@ -16,6 +16,7 @@ __all__ = [
     "CONTINUE_TEXT",
     "CallIdRule",
     "Format",
+    "FormatRules",
     "ToolMessageRules",
     "Violation",
     "blank_text",
@@ -92,6 +93,28 @@ class CallIdRule:
         return call_id if self.accepts(call_id) else self.conforming(call_id)
 
 
+@dataclass(frozen=True)
+class FormatRules:
+    """A provider's rules for a history, and what its adapter can do with one: one object per
+    format, read by every step (the SDK-object wrapper of a format carries the same object)."""
+
+    unique_call_ids: bool = False
+    """The provider rejects a call id used twice anywhere in one request."""
+    grouped_results: bool = False
+    """All results of one block must sit in the single message after the calls."""
+    refuses_blank_text: bool = False
+    """The provider refuses a text block that is empty or only whitespace (pairing drops such
+    blocks, and a message left with nothing)."""
+    call_id_rule: CallIdRule | None = None
+    """The call ids the provider accepts, where it restricts them (pairing renames the rest)."""
+    per_message: bool = False
+    """:meth:`Format.load_message` and :meth:`Format.dump_message` work one message at a time,
+    so a session can reuse the neutral form of every message it has seen before."""
+    editable_arguments: bool = False
+    """The adapter writes a changed call argument (:attr:`ToolCallPart.arguments` with
+    ``modified``) back in the provider's own shape, so a step may shorten call inputs."""
+
+
 class Format(ABC):
     """A provider's history format: load to the neutral model, dump back, validate.
 
@@ -100,27 +123,17 @@ class Format(ABC):
     """
 
     name: ClassVar[str]
-    unique_call_ids: ClassVar[bool] = False
-    """True when the provider rejects a call id used twice anywhere in one request."""
-    grouped_results: ClassVar[bool] = False
-    """True when all results of one block must sit in the single message after the calls."""
+    rules: ClassVar[FormatRules] = FormatRules()
+    """What the provider accepts and what this adapter can do; every step reads it."""
     native_objects: ClassVar[bool] = False
     """True when ``load``/``dump`` read and give back SDK objects themselves (LangChain)."""
-    refuses_blank_text: ClassVar[bool] = False
-    """True when the provider refuses a text block that is empty or only whitespace (pairing
-    drops such blocks, and a message left with nothing)."""
-    call_id_rule: ClassVar[CallIdRule | None] = None
-    """The call ids the provider accepts, where it restricts them (pairing renames the rest)."""
-    per_message: ClassVar[bool] = False
-    """True when :meth:`load_message` and :meth:`dump_message` work one message at a time, so
-    a session can reuse the neutral form of every message it has seen before."""
 
     def load_message(self, index: int, raw: Any) -> Message:
-        """The neutral form of one message (formats with ``per_message``)."""
+        """The neutral form of one message (formats whose rules say ``per_message``)."""
         raise NotImplementedError(f"{self.name} loads whole histories only")
 
     def dump_message(self, message: Message) -> Any:
-        """The provider form of one rebuilt message (formats with ``per_message``)."""
+        """The provider form of one rebuilt message (formats whose rules say ``per_message``)."""
         raise NotImplementedError(f"{self.name} dumps whole histories only")
 
     @abstractmethod

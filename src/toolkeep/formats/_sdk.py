@@ -196,8 +196,9 @@ def wrap(fmt: Format) -> Format:
             {
                 "inner": fmt,
                 "name": fmt.name,
-                "unique_call_ids": fmt.unique_call_ids,
-                "grouped_results": fmt.grouped_results,
+                # the wrapped format's rules, but loaded whole: SDK objects are read in the
+                # light of the whole history (which class every message came in as)
+                "rules": replace(fmt.rules, per_message=False),
                 "__doc__": f"{fmt.name} histories holding SDK objects.",
             },
         )

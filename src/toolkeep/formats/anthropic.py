@@ -8,7 +8,7 @@ from typing import Any
 
 from ..exceptions import FormatError
 from ..messages import History, Message, OpaquePart, Part, TextPart, ToolCallPart, ToolResultPart
-from ._base import CallIdRule, Format, Violation, blank_text, expect_mapping
+from ._base import CallIdRule, Format, FormatRules, Violation, blank_text, expect_mapping
 
 __all__ = ["AnthropicFormat", "replace_text_content", "result_text"]
 
@@ -50,19 +50,22 @@ def replace_text_content(content: Any, text: str) -> Any:
     return out
 
 
+_ID_RULE = CallIdRule(
+    lambda i, j, _: f"messages.{i}.content.{j}.tool_use.id: String should match pattern '^[a-zA-Z0-9_-]+$'",
+    chars="a-zA-Z0-9_-",
+)
+
+
 class AnthropicFormat(Format):
     """Anthropic Messages API ``messages`` (dicts, as the SDK's ``MessageParam`` TypedDicts)."""
 
     name = "anthropic"
-    per_message = True
-    unique_call_ids = True
-    grouped_results = True
-    refuses_blank_text = True
-    call_id_rule = CallIdRule(
-        lambda i, j, _: (
-            f"messages.{i}.content.{j}.tool_use.id: String should match pattern '^[a-zA-Z0-9_-]+$'"
-        ),
-        chars="a-zA-Z0-9_-",
+    rules = FormatRules(
+        unique_call_ids=True,
+        grouped_results=True,
+        refuses_blank_text=True,
+        call_id_rule=_ID_RULE,
+        per_message=True,
     )
 
     def detect(self, messages: Sequence[Any]) -> int:
@@ -204,9 +207,9 @@ class AnthropicFormat(Format):
             if not isinstance(p, ToolCallPart):
                 continue
             if not p.id:  # the API words an empty id as a pattern breach too
-                out.append(Violation(i, p.id, "empty_id", self.call_id_rule.refusal(i, j, p.id)))
-            elif not self.call_id_rule.accepts(p.id):
-                out.append(Violation(i, p.id, "invalid_id", self.call_id_rule.refusal(i, j, p.id)))
+                out.append(Violation(i, p.id, "empty_id", _ID_RULE.refusal(i, j, p.id)))
+            elif not _ID_RULE.accepts(p.id):
+                out.append(Violation(i, p.id, "invalid_id", _ID_RULE.refusal(i, j, p.id)))
             elif p.id in seen:
                 out.append(
                     Violation(

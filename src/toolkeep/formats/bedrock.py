@@ -30,7 +30,7 @@ from typing import Any
 
 from ..exceptions import FormatError
 from ..messages import History, Message, OpaquePart, Part, TextPart, ToolCallPart, ToolResultPart
-from ._base import CONTINUE_TEXT, CallIdRule, Format, Violation, blank_text, expect_mapping
+from ._base import CONTINUE_TEXT, CallIdRule, Format, FormatRules, Violation, blank_text, expect_mapping
 
 __all__ = ["CONTINUE_MESSAGE", "BedrockFormat"]
 
@@ -54,25 +54,27 @@ def result_text(content: Any) -> str:
     return ""
 
 
+_ID_RULE = CallIdRule(
+    lambda i, j, c: (
+        f"1 validation error detected: Value '{c}' at 'messages.{i + 1}.member.content.{j + 1}.member"
+        ".toolUse.toolUseId' failed to satisfy constraint: "
+        + (
+            "Member must have length less than or equal to 64"
+            if len(c) > 64
+            else "Member must satisfy regular expression pattern: [a-zA-Z0-9_.:-]+"
+        )
+    ),
+    chars="a-zA-Z0-9_.:-",
+    max_length=64,
+)
+
+
 class BedrockFormat(Format):
     """Bedrock Converse ``messages`` (dicts, as boto3 takes them)."""
 
     name = "bedrock"
-    unique_call_ids = True
-    grouped_results = True
-    refuses_blank_text = True
-    call_id_rule = CallIdRule(
-        lambda i, j, c: (
-            f"1 validation error detected: Value '{c}' at 'messages.{i + 1}.member.content.{j + 1}.member"
-            ".toolUse.toolUseId' failed to satisfy constraint: "
-            + (
-                "Member must have length less than or equal to 64"
-                if len(c) > 64
-                else "Member must satisfy regular expression pattern: [a-zA-Z0-9_.:-]+"
-            )
-        ),
-        chars="a-zA-Z0-9_.:-",
-        max_length=64,
+    rules = FormatRules(
+        unique_call_ids=True, grouped_results=True, refuses_blank_text=True, call_id_rule=_ID_RULE
     )
 
     def detect(self, messages: Sequence[Any]) -> int:
@@ -230,8 +232,8 @@ class BedrockFormat(Format):
         for j, p in enumerate(history[i].parts):
             if not isinstance(p, ToolCallPart):
                 continue
-            if p.id and not self.call_id_rule.accepts(p.id):
-                out.append(Violation(i, p.id, "invalid_id", self.call_id_rule.refusal(i, j, p.id)))
+            if p.id and not _ID_RULE.accepts(p.id):
+                out.append(Violation(i, p.id, "invalid_id", _ID_RULE.refusal(i, j, p.id)))
             elif not p.id or p.id in seen:
                 rule = "empty_id" if not p.id else "duplicate_id"
                 what = "is empty" if not p.id else f"{p.id} is used by another toolUse block"

@@ -22,7 +22,7 @@ from typing import Any
 
 from ..exceptions import FormatError
 from ..messages import History, Message, OpaquePart, Part, TextPart, ToolCallPart, ToolResultPart
-from ._base import Format, Violation, expect_mapping, results_in_next_user
+from ._base import Format, FormatRules, Violation, expect_mapping, results_in_next_user
 
 __all__ = ["GeminiFormat"]
 
@@ -65,8 +65,7 @@ class GeminiFormat(Format):
     """Gemini ``contents`` (dicts in camelCase or snake_case; SDK objects through ``_sdk``)."""
 
     name = "gemini"
-    unique_call_ids = False
-    grouped_results = True
+    rules = FormatRules(grouped_results=True)
 
     def detect(self, messages: Sequence[Any]) -> int:
         score = 1

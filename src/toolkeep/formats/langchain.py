@@ -18,7 +18,14 @@ from typing import Any
 
 from ..exceptions import FormatError
 from ..messages import History, Message, OpaquePart, Part, Role, TextPart, ToolCallPart, ToolResultPart
-from ._base import Format, ToolMessageRules, Violation, check_tool_messages, results_as_tool_messages
+from ._base import (
+    Format,
+    FormatRules,
+    ToolMessageRules,
+    Violation,
+    check_tool_messages,
+    results_as_tool_messages,
+)
 
 __all__ = ["LangChainFormat", "is_langchain_message"]
 
@@ -72,8 +79,7 @@ class LangChainFormat(Format):
     """LangChain ``BaseMessage`` lists (objects or ``messages_to_dict`` dicts)."""
 
     name = "langchain"
-    unique_call_ids = True
-    grouped_results = False
+    rules = FormatRules(unique_call_ids=True)
     native_objects = True
 
     def detect(self, messages: Sequence[Any]) -> int:

@@ -8,7 +8,15 @@ from typing import Any
 
 from ..exceptions import FormatError
 from ..messages import History, Message, OpaquePart, Part, TextPart, ToolCallPart, ToolResultPart
-from ._base import CallIdRule, Format, ToolMessageRules, Violation, check_tool_messages, expect_mapping
+from ._base import (
+    CallIdRule,
+    Format,
+    FormatRules,
+    ToolMessageRules,
+    Violation,
+    check_tool_messages,
+    expect_mapping,
+)
 
 __all__ = ["OpenAIChatFormat", "content_text"]
 
@@ -29,20 +37,20 @@ def content_text(content: Any) -> str:
     return ""
 
 
+_ID_RULE = CallIdRule(
+    lambda i, k, c: (
+        f"Invalid 'messages[{i}].tool_calls[{k}].id': string too long. Expected a string with "
+        f"maximum length 40, but got a string with length {len(c)} instead."
+    ),
+    max_length=40,
+)
+
+
 class OpenAIChatFormat(Format):
     """OpenAI Chat Completions ``messages`` (dicts, as the SDK's ``ChatCompletionMessageParam``)."""
 
     name = "openai-chat"
-    per_message = True
-    unique_call_ids = False
-    grouped_results = False
-    call_id_rule = CallIdRule(
-        lambda i, k, c: (
-            f"Invalid 'messages[{i}].tool_calls[{k}].id': string too long. Expected a string with "
-            f"maximum length 40, but got a string with length {len(c)} instead."
-        ),
-        max_length=40,
-    )
+    rules = FormatRules(call_id_rule=_ID_RULE, per_message=True)
 
     def detect(self, messages: Sequence[Any]) -> int:
         score = 1
@@ -146,7 +154,7 @@ class OpenAIChatFormat(Format):
         return [*packed, *rest]
 
     def validate(self, history: History) -> list[Violation]:
-        return check_tool_messages(history, _RULES, self.call_id_rule)
+        return check_tool_messages(history, _RULES, _ID_RULE)
 
 
 _RULES = ToolMessageRules(

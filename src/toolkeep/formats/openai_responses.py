@@ -43,7 +43,7 @@ from typing import Any
 
 from ..exceptions import FormatError
 from ..messages import History, Message, OpaquePart, Part, ToolCallPart, ToolResultPart
-from ._base import CONTINUE_TEXT, Format, Violation, expect_mapping, results_as_tool_messages
+from ._base import CONTINUE_TEXT, Format, FormatRules, Violation, expect_mapping, results_as_tool_messages
 
 __all__ = ["CONTINUE_ITEM", "OpenAIResponsesFormat"]
 
@@ -115,8 +115,7 @@ class OpenAIResponsesFormat(Format):
     """OpenAI Responses API ``input`` items (dicts, as the SDK's ``ResponseInputItemParam``)."""
 
     name = "openai-responses"
-    unique_call_ids = True
-    grouped_results = False
+    rules = FormatRules(unique_call_ids=True)
 
     def __init__(self, *, previous_response: bool = False) -> None:
         self.previous_response = previous_response

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..config import Config
-from ..formats._base import Format, Violation, results_in_next_user
+from ..formats._base import Format, FormatRules, Violation, results_in_next_user
 from ..formats.anthropic import AnthropicFormat
 from ..messages import History, Message, OpaquePart, Part, TextPart, ToolCallPart, ToolResultPart
 from ..recall import READ_TOOL, RECALL_TOOL, handle_tool_call, tool_definitions
@@ -72,8 +72,7 @@ class PydanticAIFormat(Format):
     """
 
     name = "pydantic-ai"
-    unique_call_ids = True
-    grouped_results = True
+    rules = FormatRules(unique_call_ids=True, grouped_results=True)
     native_objects = True
 
     def detect(self, messages: Sequence[Any]) -> int:

@@ -166,7 +166,7 @@ def survives_pruning(m: Message, followed: bool, fmt: Format) -> bool:
 
 def _refused_text(p: Part, fmt: Format) -> bool:
     """True for a text block the provider refuses: empty or only whitespace (where it says so)."""
-    return fmt.refuses_blank_text and blank_text(p)
+    return fmt.rules.refuses_blank_text and blank_text(p)
 
 
 def _without_refused_text(block: _Block, ctx: StepContext) -> _Block:
@@ -174,7 +174,7 @@ def _without_refused_text(block: _Block, ctx: StepContext) -> _Block:
     message that held nothing else says ``(continue)`` instead: dropping it would change the
     turns (a last user message gone makes the request a prefill of the assistant's)."""
     fmt = ctx.format
-    if not fmt.refuses_blank_text:
+    if not fmt.rules.refuses_blank_text:
         return block
     rest: list[tuple[int, Message]] = []
     for i, m in block.rest:
@@ -200,7 +200,7 @@ def _invalid_call(p: ToolCallPart) -> str:
 def first_choice_id(call_id: str, fmt: Format) -> str:
     """The id pairing gives a call before uniqueness is asked for: ``call_id``, or the one the
     provider's id rule has it stand for (:meth:`CallIdRule.conforming`)."""
-    rule = fmt.call_id_rule
+    rule = fmt.rules.call_id_rule
     return call_id if rule is None else rule.accepted(call_id)
 
 
@@ -210,10 +210,10 @@ def _accepted_id(call_id: str, ctx: StepContext, seen: set[str], m: Message) -> 
     rule again), and never another call's id in the same message."""
     fmt = ctx.format
     new_id = first_choice_id(call_id, fmt)
-    if new_id == call_id and not (fmt.unique_call_ids and call_id in seen):
+    if new_id == call_id and not (fmt.rules.unique_call_ids and call_id in seen):
         return call_id
     own = {c.id for c in m.calls} - {call_id}
-    taken = (seen if fmt.unique_call_ids else set()) | own
+    taken = (seen if fmt.rules.unique_call_ids else set()) | own
     while new_id in taken:
         new_id = first_choice_id(_fresh_id(new_id, taken), fmt)
     return new_id
@@ -240,7 +240,7 @@ def _valid_as_is(block: _Block, ctx: StepContext, seen: set[str]) -> list[Messag
     if a is None or not a.parts:
         return None
     fmt = ctx.format
-    rule = fmt.call_id_rule
+    rule = fmt.rules.call_id_rule
     names: dict[str, str] = {}
     for p in a.parts:
         if isinstance(p, ToolCallPart):
@@ -249,7 +249,7 @@ def _valid_as_is(block: _Block, ctx: StepContext, seen: set[str]) -> list[Messag
             names[p.id] = p.name
         elif isinstance(p, ToolResultPart) or _refused_text(p, fmt):
             return None
-    if ctx.format.unique_call_ids and not seen.isdisjoint(names):
+    if ctx.format.rules.unique_call_ids and not seen.isdisjoint(names):
         return None
     answered: set[str] = set()
     positions: list[int] = []
@@ -268,7 +268,7 @@ def _valid_as_is(block: _Block, ctx: StepContext, seen: set[str]) -> list[Messag
     if len(answered) != len(names):
         return None
     if positions:
-        if ctx.format.grouped_results:
+        if ctx.format.rules.grouped_results:
             if positions[-1] != 0 or block.rest[0][1].role != "user":
                 return None
         elif positions != list(range(len(positions))):
@@ -347,7 +347,7 @@ def _misplaced(
     if not claimed:
         return False
     positions = [loc[0] for loc in claimed.values()]
-    if ctx.format.grouped_results:
+    if ctx.format.rules.grouped_results:
         first = block.rest[0][1]
         return any(pos != 0 for pos in positions) or first.role != "user"
     return sorted(positions) != list(range(len(positions)))
