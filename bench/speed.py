@@ -4,7 +4,10 @@ Replays the trajectory turn by turn (the request before each assistant message) 
 Session, timing ``prepare`` and ``json.dumps`` of the request it returns, in the same process and
 run. Prints a table and, with ``--write``, records it in bench/results.md (section "Speed").
 
-    python bench/speed.py [--write] [--every N] [--memory] [--uncached-every N]
+    python bench/speed.py [--write] [--every N] [--memory] [--uncached-every N] [--policy NAME ...]
+
+Every policy (or those named) gets the Session figures; the default policy also the one-off,
+resumed and memory ones.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import toolkeep
-from toolkeep.pipeline import run_pipeline
+from toolkeep.pipeline import POLICIES, run_pipeline
 
 HERE = Path(__file__).resolve().parent
 DATA = HERE.parent.parent / "shared" / "bench-data" / "anthropic"
@@ -146,10 +149,33 @@ def main() -> None:
     parser.add_argument("--every", type=int, default=1, help="time json.dumps every N requests")
     parser.add_argument("--memory", action="store_true", help="also measure peak memory (slower)")
     parser.add_argument("--uncached-every", type=int, default=10, help="one-off run every N requests")
+    parser.add_argument("--policy", action="append", help="policies to time (default: all)")
     args = parser.parse_args()
 
     path = largest_trajectory()
     history = json.loads(path.read_text(encoding="utf-8"))
+    policies = args.policy or sorted(POLICIES)
+    rows = []
+    for policy in policies:
+        timed_rows = replay(history, toolkeep.Config(policy=policy), args.every)
+        end = timed_rows[-1][0] + 1
+        rows.append(
+            f"| `{policy}` | {median_ratio(timed_rows, end - 200, end):.3f}x "
+            f"| {median_ratio(timed_rows, 200, 400):.3f}x "
+            f"| {median_time(timed_rows, end - 200, end) / median_time(timed_rows, 200, 400):.2f}x |"
+        )
+        print(rows[-1], flush=True)
+    by_policy = [
+        "Every policy through one `Session` (median prepare / json.dumps of the request it returned):",
+        "",
+        "| policy | last 200 requests | requests 200-400 | growth of the median prepare time |",
+        "|---|---:|---:|---:|",
+        *rows,
+        "",
+    ]
+    if "default" not in policies:
+        print("\n".join(by_policy))
+        return
     config = toolkeep.Config()
     cached = replay(history, config, args.every)
     uncached = replay_uncached(history, config, args.uncached_every)
@@ -161,6 +187,9 @@ def main() -> None:
 
     resume = resumed(history, config)
     lines = [
+        *by_policy,
+        "The default policy in detail:",
+        "",
         f"Trajectory: `{path.name}` ({len(history)} messages; request n = its first n messages, as an agent",
         "appending one message at a time sends them), one process, one run. Session: one `Session` over",
         f"all requests. One-off: `run_pipeline` on every {args.uncached_every}th request, no memory of earlier ones.",

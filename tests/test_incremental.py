@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 import toolkeep
-from toolkeep.incremental import fingerprint
+from toolkeep.engine import fingerprint
 from toolkeep.pipeline import run_pipeline
 
 from .conftest import TRAJECTORIES, load_trajectory, shared_or_skip
@@ -169,9 +169,7 @@ def test_settled_blocks_run_as_one_and_stay_correct(change: str, tmp_path: Path)
     with toolkeep.Session(toolkeep.Config(), workspace=tmp_path) as session:
         first, _ = session.prepare(history)
         assert first == fresh(history, session)[0]
-        engine = session._engine
-        assert engine is not None
-        assert len(engine._blocks) < 12  # the old blocks were run (and are kept) as one
+        assert len(session.state.blocks) < 12  # the old blocks were run (and are kept) as one
         if change == "grow":
             nxt = history + _turns(2)[1:]
             nxt[-2]["content"][0]["id"] = nxt[-1]["content"][0]["tool_use_id"] = "new"

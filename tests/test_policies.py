@@ -13,7 +13,7 @@ import toolkeep
 from toolkeep.formats import get_format
 from toolkeep.pipeline import POLICIES, run_pipeline
 from toolkeep.policies import Economy, EconomyCompactor, SeedMicrocompactor
-from toolkeep.policies._fold import SLACK, message_chars
+from toolkeep.policies.accounting import SLACK, message_chars
 from toolkeep.stores import MemoryStore
 
 from .conftest import TRAJECTORIES, load_trajectory, shared_or_skip

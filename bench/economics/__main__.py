@@ -18,7 +18,7 @@ from .report import write_section
 from .run import Row, all_policies, compute_facts, economy_variant, run_policy
 
 LEVERS: dict[str, tuple[str, dict[str, object]]] = {
-    "economy (bench run)": ("all levers on, pairing skipped", {}),
+    "economy (bench run)": ("all levers on", {}),
     "- batching": ("tier moves at every request, not in paying batches", {"batch": False}),
     "- lean summaries": ("with nothing saved to pay a rewrite, no batch at all", {"lean": False}),
     "+ 10 % risk": (
@@ -65,9 +65,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.levers:
         for name, (description, levers) in LEVERS.items():
             descriptions[name] = description
-            lever_rows.append(
-                run_policy(name, economy_variant(pairing=False, **levers), trajectories, facts, model)
-            )
+            lever_rows.append(run_policy(name, economy_variant(**levers), trajectories, facts, model))
             print(f"{name}: {lever_rows[-1].seconds:.0f}s CPU", file=sys.stderr)
     text, met = write_section(rows, lever_rows, descriptions, trajectories, facts, write=not args.no_write)
     print(text)

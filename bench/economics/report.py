@@ -103,8 +103,7 @@ def build(
     if lever_rows:
         out += [
             "",
-            "Levers, one at a time (economy with one lever off; run through `run_pipeline` without "
-            "pairing repair, which changes nothing on these valid histories):",
+            "Levers, one at a time (economy with one lever off, through a `Session` as every row):",
             "",
             "| variant | pooled cost | median session | worst session | facts visible | recoverable |",
             "|---|---:|---:|---:|---:|---:|",

@@ -64,51 +64,12 @@ def toolkeep_policy(policy: str, **config: Any) -> MakePolicy:
     return make
 
 
-def economy_variant(*, pairing: bool = True, **levers: Any) -> MakePolicy:
-    """The economy policy with some levers or numbers changed (``Economy(**levers)``), run
-    through ``run_pipeline`` with a workspace and an in-memory archive. ``pairing=False`` skips
-    pairing repair, which changes nothing on these (valid) trajectories and is the slowest step
-    until the pipeline is incremental."""
+def economy_variant(**levers: Any) -> MakePolicy:
+    """The economy policy with some levers or numbers changed (``Config(economy=Economy(**levers))``),
+    through a ``Session`` as :func:`toolkeep_policy` runs every policy."""
+    from toolkeep.config import Economy
 
-    def make(t: Trajectory) -> tuple[Policy, Callable[[str], str | None], Callable[[], None]]:
-        import toolkeep
-        from toolkeep.policies import Economy, economy_steps
-        from toolkeep.stores import MemoryStore
-        from toolkeep.workspace import Workspace
-
-        tmp = tempfile.TemporaryDirectory(prefix="toolkeep-econ-")
-        store = MemoryStore()
-        workspace = Workspace(tmp.name)
-        config = toolkeep.Config(policy="economy")
-        steps = economy_steps(config, Economy(**levers))
-        if not pairing:
-            steps = steps[1:]
-
-        def request(i: int) -> list[Any]:
-            out = toolkeep.run_pipeline(
-                t.messages[:i],
-                format="anthropic",
-                config=config,
-                workspace=workspace,
-                store=store,
-                steps=steps,
-            )
-            return out.messages
-
-        def recover(ref: str) -> str | None:
-            if "/" not in ref:
-                return store.get(ref)
-            path = Path(ref)
-            return path.read_text(encoding="utf-8") if path.is_file() else None
-
-        def close() -> None:
-            store.close()
-            workspace.close()
-            tmp.cleanup()
-
-        return request, recover, close
-
-    return make
+    return toolkeep_policy("economy", economy=Economy(**levers))
 
 
 @dataclass

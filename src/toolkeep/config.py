@@ -19,7 +19,7 @@ from typing import Any
 
 from .exceptions import ConfigError
 
-__all__ = ["DEFAULT_PRESERVE_TOOLS", "DEFAULT_TOOL_CAPS", "ENV_VARIABLES", "Config"]
+__all__ = ["DEFAULT_PRESERVE_TOOLS", "DEFAULT_TOOL_CAPS", "ENV_VARIABLES", "Config", "Economy"]
 
 DEFAULT_TOOL_CAPS: Mapping[str, int] = MappingProxyType({"read": 80_000, "search": 60_000, "tree": 50_000})
 """Per-tool caps by tool name (compared case-insensitively); other tools get ``default_tool_cap``."""
@@ -62,6 +62,75 @@ _FALSE = {"0", "false", "no", "off", ""}
 
 
 @dataclass(frozen=True, kw_only=True)
+class Economy:
+    """The cost model, tiers and levers of the economy policy. Sizes in chars, savings in tokens.
+
+    The levers can be switched off one by one (``batch``, ``lean``, ``smart``, ``previews``,
+    ``inputs``) to measure what each is worth; ``bench/economics`` does.
+    """
+
+    cache_read: float = 0.1
+    """Price of a cached input token, in base input tokens."""
+    cache_write: float = 1.25
+    """Price of an input token written to the cache."""
+    chars_per_token: float = 4.0
+    batch: bool = True
+    """Move tiers only in batches that pay for their rewrite (else at every request)."""
+    clear_at_least: int = 1_000
+    """Tokens a batch of tier moves must free to be applied (as Anthropic's ``clear_at_least``)."""
+    min_horizon: int = 6
+    """Requests a batch is assumed to serve at least..."""
+    horizon_share: float = 1.0
+    """...else this share of the requests made so far: a session of unknown length that has
+    made ``k`` requests is expected to make about ``k`` more. It only ranks batches by what they
+    are likely to save; what a batch may lose if the session ends early is bounded by ``risk``."""
+    risk: float = 0.0
+    """A batch may cost the request that makes it no more than what the policy has saved so far
+    plus this share of what the session has cost unmanaged. At 0 no session costs more than
+    unmanaged, whichever request it ends after; above 0, one that ends right after a batch may
+    cost up to ``1 + risk`` times unmanaged."""
+    lean: bool = True
+    """When what has been saved cannot pay for a batch with the summaries, make it with lean
+    ones: the summary and names index cut to what lets a result's move, alone in its message,
+    cost nothing (its message written at 1.25x where it was read at 0.1x: about 8 % of it)."""
+    min_chars: int = 1_200
+    """Results no longer than this are never shortened."""
+    trim_age: int = 1
+    summary_age: int = 1
+    """Ages (in requests; 0 is the request a result first appears in) at which a result is due
+    for its trimmed and summary forms. At age 1 the agent has seen it whole once, and the rewrite
+    it causes is shortest: only the messages after it, one turn. So by default a result goes
+    straight to its summary (with the names index) at age 1, and the trimmed tier serves only
+    configurations with ``trim_age < summary_age``."""
+    smart: bool = True
+    """Classify shell commands, keep failures longer, shorten superseded reads first."""
+    failure_factor: int = 3
+    """Failures and errors move to each tier this many times later."""
+    read_factor: int = 2
+    """Reads of files (whose contents the agent goes on to edit or rewrite) move to each tier
+    this many times later; output of executions and searches is usually consulted once."""
+    previews: bool = True
+    """Content-aware forms with a names index (else SPEC's head+tail and one-line summary)."""
+    trim_chars: int = 2_000
+    summary_chars: int = 600
+    index_share: float = 0.2
+    """The names index of a shortened result takes at most this share of the original..."""
+    index_max: int = 3_000
+    """...and at most this many chars."""
+    inputs: bool = True
+    """Also shorten the long strings of old tool-call inputs (file contents sent by write and
+    edit calls), where the format keeps the input as a mapping (Anthropic)."""
+    input_age: int = 6
+    input_min_chars: int = 800
+    input_head: int = 300
+    head_chars: int = 2_000
+    tail_chars: int = 500
+    entry_chars: int | None = None
+    """A lower per-result limit than the config's ``max_result_chars``: longer results enter as
+    the budget's persisted preview (with the names index), so they are never written whole."""
+
+
+@dataclass(frozen=True, kw_only=True)
 class Config:
     """Every number and switch of the pipeline. All sizes are in chars (``str`` code points)."""
 
@@ -85,8 +154,10 @@ class Config:
     preserve_errors: bool = True
     # SPEC 5: workspace
     keep_tmpdir: bool = False
-    # which step list to run: see toolkeep.pipeline.POLICIES
+    # which step list to run: see toolkeep.policies.POLICIES
     policy: str = "default"
+    economy: Economy = field(default_factory=lambda: Economy())
+    """The cost model, tiers and levers of ``policy="economy"``."""
     # SPEC 7: archive and recall
     store_url: str | None = None
     """Where originals are archived (``toolkeep.stores.open_store``); ``None``: the workspace."""
@@ -105,6 +176,8 @@ class Config:
                 raise ConfigError(f"{f.name} must be an integer, got {value!r}")
             if f.type == "int" and value < 0:
                 raise ConfigError(f"{f.name} must not be negative, got {value}")
+        if not isinstance(self.economy, Economy):
+            raise ConfigError(f"economy must be an Economy, got {type(self.economy).__name__}")
         if self.summarize_turns < self.truncate_turns:
             raise ConfigError(
                 f"summarize_turns ({self.summarize_turns}) must not be smaller than "

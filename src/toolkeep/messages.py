@@ -79,7 +79,13 @@ class ToolCallPart:
     name: str
     arguments: Any = None
     raw: Any = None
+    modified: bool = False
+    """True once ``arguments`` differ from ``raw`` (the adapter writes them back)."""
     kind: Literal["tool_call"] = "tool_call"
+
+    def with_arguments(self, arguments: Any) -> ToolCallPart:
+        """A copy sent with ``arguments``."""
+        return replace(self, arguments=arguments, modified=True)
 
 
 @_value

@@ -6,16 +6,18 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
+from . import engine
 from ._closing import Closing
 from .config import Config
+from .engine import Resolved, SessionState, common_prefix
 from .exceptions import FormatError
 from .formats import Format, _sdk, detect_format, get_format, resolve_format
-from .incremental import BlockEngine, common_prefix, is_block_local
 from .messages import ToolResultPart
-from .pipeline import Prepared, build_steps, run_pipeline
+from .pipeline import Prepared
+from .policies import build_steps
 from .recall import handle_tool_call, tool_definitions
 from .report import Report
-from .steps import Memo, StepContext, ToolCaps
+from .steps import StepContext, ToolCaps
 from .stores import ArchiveStore, open_store, store_for_config
 from .workspace import Workspace
 
@@ -54,10 +56,8 @@ class Session(Closing):
         else:
             self.store = store
         self.steps = build_steps(self.config)
-        self.memo = Memo()
-        self._engine = BlockEngine() if is_block_local(self.steps) else None
-        self._resolved: tuple[str | Format, Format, Format, int, bool] | None = None
-        self._last: list[Any] = []
+        self.state = SessionState()
+        """What the session carries from one request to the next (:mod:`toolkeep.engine`)."""
 
     def prepare(self, messages: Sequence[Any], format: str | Format = "auto") -> Prepared:
         """The history to send and a report; ``messages`` is never mutated.
@@ -67,31 +67,21 @@ class Session(Closing):
         """
         if not isinstance(messages, (list, tuple)):
             raise FormatError(f"a history is a list of messages, got {type(messages).__name__}")
-        same = common_prefix(self._last, messages)
+        state = self.state
+        same = common_prefix(state.last, messages)
         # what a failed request read is forgotten: the next one is compared with nothing
-        self._last = []
+        state.last = []
         try:
             fmt = self._format(messages, format, same)
-            if self._engine is not None and fmt.rules.per_message:
-                report = Report(format=fmt.name)
-                ctx = StepContext(fmt, self.config, self.workspace, self.store, report, memo=self.memo)
-                prepared = Prepared(self._engine.run(fmt, messages, self.steps, ctx, same), report)
-            else:
-                prepared = run_pipeline(
-                    messages,
-                    format=fmt,
-                    config=self.config,
-                    workspace=self.workspace,
-                    store=self.store,
-                    steps=self.steps,
-                    memo=self.memo,
-                )
+            report = Report(format=fmt.name)
+            ctx = StepContext(fmt, self.config, self.workspace, self.store, report, memo=state.memo)
+            prepared = Prepared(engine.run(fmt, messages, self.steps, ctx, state, same), report)
         except BaseException:
-            self._resolved = None
+            state.resolved = None
             raise
         finally:
-            self.memo.end_run()
-        self._last = list(messages)
+            state.memo.end_run()
+        state.last = list(messages)
         return prepared
 
     def _format(self, messages: Sequence[Any], format: str | Format, same: int) -> Format:
@@ -101,17 +91,16 @@ class Session(Closing):
         each message once: while the first ``same`` messages are those it already read (the same
         objects), only the new ones are checked against the format already chosen.
         """
-        cached = self._resolved
-        if cached is not None and messages and same >= cached[3]:
-            request, base, fmt, scanned, objects = cached
-            new = messages[scanned:]
+        cached = self.state.resolved
+        if cached is not None and messages and same >= cached.scanned:
+            new = messages[cached.scanned :]
             if (
-                request == format
-                and (objects or not _sdk.has_objects(new))
-                and (format != "auto" or not new or base.detect(_sdk.plain_view(new)) > 0)
+                cached.request == format
+                and (cached.objects or not _sdk.has_objects(new))
+                and (format != "auto" or not new or cached.base.detect(_sdk.plain_view(new)) > 0)
             ):
-                self._resolved = (request, base, fmt, len(messages), objects)
-                return fmt
+                self.state.resolved = cached._replace(scanned=len(messages))
+                return cached.format
         base = (
             resolve_format(messages, format)
             if isinstance(format, Format)
@@ -119,7 +108,7 @@ class Session(Closing):
         )
         fmt = resolve_format(messages, base)
         objects = fmt is not base
-        self._resolved = (format, base, fmt, len(messages), objects) if messages else None
+        self.state.resolved = Resolved(format, base, fmt, len(messages), objects) if messages else None
         return fmt
 
     def cap_result(self, call_id: str, tool_name: str | None, text: str, *, cap: int | None = None) -> str:

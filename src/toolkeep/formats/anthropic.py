@@ -66,6 +66,7 @@ class AnthropicFormat(Format):
         refuses_blank_text=True,
         call_id_rule=_ID_RULE,
         per_message=True,
+        editable_arguments=True,
     )
 
     def detect(self, messages: Sequence[Any]) -> int:

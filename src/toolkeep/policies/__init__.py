@@ -1,12 +1,50 @@
-"""Named policies beyond the SPEC's default: the seed's exact behaviour and the cache-aware economy.
+"""The named policies: each builds its step list from a :class:`~toolkeep.Config`, here.
 
-Each builder takes a :class:`~toolkeep.Config` and returns a step list; ``toolkeep.pipeline``
-registers them in ``POLICIES`` so ``Config(policy="seed")`` or ``Config(policy="economy")`` picks one.
+- ``default``: SPEC's pipeline (:mod:`.spec`);
+- ``seed``: ChatCLI's exact behaviour (:mod:`.seed`);
+- ``economy``: cache-aware (:mod:`.economy`, with :mod:`.cost`, :mod:`.forms`,
+  :mod:`.inputs` and :mod:`.accounting`).
+
+``Config(policy=NAME)`` picks one from :data:`POLICIES`.
 """
 
 from __future__ import annotations
 
-from .economy import Economy, EconomyCompactor, economy_steps
-from .seed import SeedMicrocompactor, seed_steps
+from collections.abc import Callable
 
-__all__ = ["Economy", "EconomyCompactor", "SeedMicrocompactor", "economy_steps", "seed_steps"]
+from ..config import Config, Economy
+from ..exceptions import ConfigError
+from ..steps import Step
+
+__all__ = [
+    "POLICIES",
+    "Economy",
+    "EconomyCompactor",
+    "SeedMicrocompactor",
+    "build_steps",
+    "economy_steps",
+    "seed_steps",
+    "spec_steps",
+]
+
+
+from .economy import EconomyCompactor, economy_steps
+from .seed import SeedMicrocompactor, seed_steps
+from .spec import spec_steps
+
+POLICIES: dict[str, Callable[[Config], list[Step]]] = {
+    "default": spec_steps,
+    "seed": seed_steps,
+    "economy": economy_steps,
+}
+"""Named step lists; ``Config(policy=NAME)`` picks one."""
+
+
+def build_steps(config: Config) -> list[Step]:
+    """The step list of ``config.policy`` (see :data:`POLICIES`), built from ``config``."""
+    try:
+        build = POLICIES[config.policy]
+    except KeyError:
+        known = ", ".join(sorted(POLICIES))
+        raise ConfigError(f"unknown policy {config.policy!r} (known: {known})") from None
+    return build(config)

@@ -21,17 +21,20 @@ from ..content_type import detect_content_type_seed
 from ..messages import History, ToolResultPart
 from ..shorten import carried_keys, compact_form, summary_form
 from ..steps import Microcompactor, Step, StepContext, iter_results, replace_results
+from .spec import spec_steps
 
 __all__ = ["SeedMicrocompactor", "seed_steps"]
 
 
-class SeedMicrocompactor:
+class SeedMicrocompactor(Step):
     """ChatCLI's microcompaction: at age >= ``truncate_turns`` a result whose current text is over
     ``min_chars`` becomes head+tail; at age >= ``summarize_turns`` one whose current text is
     still over ``min_chars`` becomes the one-line summary. Nothing is preserved.
 
     Deliberately not a :class:`~toolkeep.steps.Microcompactor` subclass: the seed's behaviour
     must not follow the SPEC step as it evolves."""
+
+    block_local = True
 
     def __init__(
         self,
@@ -47,6 +50,13 @@ class SeedMicrocompactor:
         self.min_chars = min_chars
         self.head = head
         self.tail = tail
+
+    def age_key(self, age: int, ctx: StepContext) -> int:
+        """The tier an age puts a result in: 0 kept, 1 truncated, 2 summarized."""
+        return 2 if age >= self.summarize_turns else 1 if age >= self.truncate_turns else 0
+
+    def age_horizon(self, ctx: StepContext) -> int:
+        return self.summarize_turns
 
     def form(self, text: str, age: int, keys: list[str], paths: list[str]) -> str:
         """The text after the in-place edits of every age up to ``age``, starting from ``text``."""
@@ -65,30 +75,31 @@ class SeedMicrocompactor:
 
     def __call__(self, history: History, ctx: StepContext) -> History:
         updates: dict[tuple[int, int], ToolResultPart] = {}
-        for slot in iter_results(history):
+        for slot in iter_results(history, ctx.age_offset):
             p = slot.result
             if slot.age < self.truncate_turns or len(p.text) <= self.min_chars:
                 continue
-            key = p.key or ctx.archive(p.full_text)
-            keys = ([key] if key else []) + carried_keys(p.text)
-            paths = [p.saved_path] if p.saved_path else []
-            text = self.form(p.text, slot.age, keys, paths)
-            if text == p.text:
+            new = ctx.remembered("seed", p, self._cut, p, slot.age, ctx, extra=self.age_key(slot.age, ctx))
+            if new is None:
                 continue
-            updates[(slot.message, slot.part)] = p.with_text(text, key=key)
-            if text.startswith("[Old tool result cleared"):
+            updates[(slot.message, slot.part)] = new
+            if new.text.startswith("[Old tool result cleared"):
                 ctx.report.summarized += 1
             else:
                 ctx.report.truncated += 1
-        return replace_results(history, updates)
+        return replace_results(history, updates, ctx.memo)
+
+    def _cut(self, p: ToolResultPart, age: int, ctx: StepContext) -> ToolResultPart | None:
+        key = p.key or ctx.archive(p.full_text)
+        keys = ([key] if key else []) + carried_keys(p.text)
+        paths = [p.saved_path] if p.saved_path else []
+        text = self.form(p.text, age, keys, paths)
+        return None if text == p.text else p.with_text(text, key=key)
 
 
 def seed_steps(config: Config) -> list[Step]:
     """The seed's pipeline: pairing, per-tool caps, budget, ChatCLI's microcompaction."""
-    # imported here: the pipeline module registers this builder, so it is loaded by now
-    from ..pipeline import default_steps
-
-    spec = [step for step in default_steps(config) if not isinstance(step, Microcompactor)]
+    spec = [step for step in spec_steps(config) if not isinstance(step, Microcompactor)]
     return [
         *spec,
         SeedMicrocompactor(

@@ -2,7 +2,19 @@
 
 from __future__ import annotations
 
-from ._context import MISSING, Memo, ResultSlot, Step, StepContext, iter_results, replace_results
+from ._context import (
+    MISSING,
+    FunctionStep,
+    Memo,
+    Plan,
+    ResultSlot,
+    Step,
+    StepContext,
+    as_step,
+    block_local,
+    iter_results,
+    replace_results,
+)
 from .budget import ResultBudget
 from .caps import ToolCaps
 from .microcompact import Microcompactor
@@ -12,13 +24,17 @@ from .pairing import MISSING_RESULT_TEXT, repair_pairing, synthetic_result
 __all__ = [
     "MISSING",
     "MISSING_RESULT_TEXT",
+    "FunctionStep",
     "Memo",
     "Microcompactor",
+    "Plan",
     "ResultBudget",
     "ResultSlot",
     "Step",
     "StepContext",
     "ToolCaps",
+    "as_step",
+    "block_local",
     "iter_results",
     "repair_pairing",
     "replace_results",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass, field, replace
-from typing import Any, NamedTuple, TypeAlias, TypeVar
+from typing import Any, ClassVar, NamedTuple, Protocol, TypeVar
 
 from ..config import Config
 from ..exceptions import StoreError
@@ -19,10 +19,13 @@ from ..workspace import Workspace
 __all__ = [
     "FORGETFUL",
     "MISSING",
+    "FunctionStep",
     "Memo",
+    "Plan",
     "ResultSlot",
     "Step",
     "StepContext",
+    "as_step",
     "block_local",
     "iter_results",
     "replace_results",
@@ -167,23 +170,89 @@ class StepContext:
             return None, reason
 
 
-Step: TypeAlias = Callable[[History, StepContext], History]
-"""A pipeline step: takes a history and the run's context, returns a new history.
+class Step:
+    """A pipeline step: ``step(history, ctx)`` returns a new history and never mutates its input
+    (it builds new messages and parts where it changes something).
 
-A step never mutates its input: it builds new messages and parts where it changes something.
-A step with a true ``block_local`` attribute reads nothing outside the history it is given but
-``ctx.age_offset``, ``ctx.seen_ids`` and ``ctx.index_offset``, so a session may run it one block
-at a time (see :mod:`toolkeep.incremental`); a step whose output depends on ages says how with an
-``age_key(age, ctx)`` method.
-"""
+    What the engine (:mod:`toolkeep.engine`) needs to know of a step is declared here, with the
+    defaults of a step that must see the whole history:
 
-F = TypeVar("F", bound=Callable[..., Any])
+    - ``block_local``: the step reads nothing outside the history it is given but
+      ``ctx.age_offset``, ``ctx.seen_ids`` and ``ctx.index_offset``, so a session may run it one
+      block (an assistant message and the messages up to the next one) at a time;
+    - :meth:`age_key`: what of a block's age its output depends on (two ages with the same key
+      give the same output), and :meth:`age_horizon`, the age from which the key is constant;
+    - :meth:`new_plan`: for a step whose output depends on the whole session so far (the
+      cache-aware policy), the object that carries its decisions from one request to the next
+      (:class:`Plan`); ``None`` for every other step.
+
+    A plain function ``(history, ctx) -> history`` is a step too: :func:`as_step` wraps it (it
+    then runs on whole histories only), and :func:`block_local` wraps one that qualifies.
+    """
+
+    block_local: ClassVar[bool] = False
+
+    def __call__(self, history: History, ctx: StepContext) -> History:
+        raise NotImplementedError
+
+    def age_key(self, age: int, ctx: StepContext) -> Hashable:
+        """What of an age decides this step's output (ages with equal keys give equal output)."""
+        return ()
+
+    def age_horizon(self, ctx: StepContext) -> int:
+        """The age from which :meth:`age_key` no longer changes."""
+        return 0
+
+    def new_plan(self) -> Plan | None:
+        """A fresh plan for a session, for steps that decide over the whole session."""
+        return None
 
 
-def block_local(step: F) -> F:
-    """Mark a step function as able to run one block at a time."""
-    step.block_local = True  # type: ignore[attr-defined]
-    return step
+class Plan(Protocol):
+    """The decisions a whole-session step carries from one request to the next.
+
+    The engine runs the steps before it block by block, keeps their output as one flat history
+    (``flat``), then asks the plan to bring its decisions up to date and renders only the
+    blocks whose decisions changed. The output equals the step's own ``__call__`` on the flat
+    history of the same request."""
+
+    def update(self, flat: History, changed: int, ctx: StepContext) -> set[int] | None:
+        """Decide the request whose messages are ``flat``; ``flat[:changed]`` is what the last
+        update saw, unchanged. Returns the indexes of the messages (of ``flat[:changed]``)
+        whose rendering may differ from the last update's; ``None`` when any may."""
+
+    def key(self, start: int, end: int) -> Hashable:
+        """What the rendering of ``flat[start:end]`` depends on, as decided last."""
+
+    def render(self, flat: History, start: int, end: int, ctx: StepContext) -> History:
+        """``flat[start:end]`` as sent, after the last update (counts go to ``ctx.report``)."""
+
+
+class FunctionStep(Step):
+    """A step made of a plain function (see :func:`as_step` and :func:`block_local`)."""
+
+    def __init__(self, function: Callable[[History, StepContext], History], *, local: bool) -> None:
+        self.function = function
+        self.block_local = local  # type: ignore[misc]
+        self.__name__ = getattr(function, "__name__", type(function).__name__)
+        self.__doc__ = function.__doc__
+        self.__wrapped__ = function
+
+    def __call__(self, history: History, ctx: StepContext) -> History:
+        return self.function(history, ctx)
+
+    def __repr__(self) -> str:
+        return f"<step {self.__name__}>"
+
+
+def block_local(function: Callable[[History, StepContext], History]) -> Step:
+    """A step of a function that can run one block at a time (see :class:`Step`)."""
+    return FunctionStep(function, local=True)
+
+
+def as_step(step: Step | Callable[[History, StepContext], History]) -> Step:
+    """``step`` itself, or a plain function wrapped as a step of whole histories."""
+    return step if isinstance(step, Step) else FunctionStep(step, local=False)
 
 
 class ResultSlot(NamedTuple):

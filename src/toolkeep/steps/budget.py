@@ -6,12 +6,12 @@ from collections import defaultdict
 
 from ..messages import History, ToolResultPart
 from ..shorten import carried_keys, preview_form
-from ._context import ResultSlot, StepContext, iter_results, replace_results
+from ._context import ResultSlot, Step, StepContext, iter_results, replace_results
 
 __all__ = ["ResultBudget"]
 
 
-class ResultBudget:
+class ResultBudget(Step):
     """Replace results over ``max_result_chars`` by a head+tail preview naming the saved file,
     then, in any turn whose results still add up to more than ``turn_budget_chars``, do the same
     to the largest results (ties: earliest first) until the turn fits."""

@@ -7,12 +7,12 @@ from collections.abc import Mapping
 from ..config import DEFAULT_TOOL_CAPS
 from ..messages import History, ToolResultPart
 from ..shorten import cap_form, carried_keys
-from ._context import StepContext, iter_results, replace_results
+from ._context import Step, StepContext, iter_results, replace_results
 
 __all__ = ["ToolCaps"]
 
 
-class ToolCaps:
+class ToolCaps(Step):
     """Cut results over their tool's cap to ``head`` + ``[TRUNCATED N chars omitted, M kept]`` + ``tail``.
 
     The full output is archived and persisted first, and the marker line names both ways back.

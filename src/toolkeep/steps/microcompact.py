@@ -8,12 +8,12 @@ from ..config import DEFAULT_PRESERVE_TOOLS
 from ..content_type import detect_content_type
 from ..messages import History, ToolResultPart
 from ..shorten import carried_keys, compact_form, summary_form
-from ._context import StepContext, iter_results, replace_results
+from ._context import Step, StepContext, iter_results, replace_results
 
 __all__ = ["Microcompactor"]
 
 
-class Microcompactor:
+class Microcompactor(Step):
     """Cut results at age >= ``truncate_turns`` to head+tail, and at age >= ``summarize_turns``
     to a one-line summary, when their original is over ``min_chars``.
 

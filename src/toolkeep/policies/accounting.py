@@ -1,9 +1,14 @@
-"""The economy fold's state and the cheap measures it keeps: sizes and per-message fingerprints."""
+"""The economy policy's accounts: what it has sent and saved so far, and the sizes it measures.
+
+The policy prices every request as the provider bills it (the prefix the previous request sent
+read from the cache, the rest written to it) and keeps the running totals of what it spent and
+what sending the history unmanaged would have cost: what it has saved is what it may spend on a
+rewrite (see :mod:`toolkeep.policies.cost`)."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Hashable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -11,12 +16,15 @@ from ..messages import History, Message, TextPart, ToolCallPart, ToolResultPart
 from .commands import Kind
 
 __all__ = [
+    "CALL_OVERHEAD",
     "MESSAGE_OVERHEAD",
+    "PART_OVERHEAD",
     "RESULT_OVERHEAD",
     "SLACK",
     "FoldState",
     "Item",
-    "fingerprints",
+    "account",
+    "allowance",
     "grow_chars",
     "input_chars",
     "message_chars",
@@ -39,13 +47,14 @@ class Item:
     superseded: bool = False
     forms: dict[int, Any] = field(default_factory=dict)
     sizes: dict[int, int] = field(default_factory=dict)
+    made: Hashable = None
+    """What the item was made of (it is taken again while that is unchanged)."""
 
 
 @dataclass(slots=True)
 class FoldState:
     """The fold's state after the last assistant message it has decided."""
 
-    prints: list[Any] = field(default_factory=list)
     boundaries: int = 0
     """Assistant messages folded (the request before each has been decided)."""
     registered: int = 0
@@ -53,6 +62,9 @@ class FoldState:
     items: list[Item] = field(default_factory=list)
     active: list[Item] = field(default_factory=list)
     reads: dict[str, Item] = field(default_factory=dict)
+    """The newest read of each file, by path."""
+    calls: dict[str, ToolCallPart] = field(default_factory=dict)
+    """The calls of the registered messages, by id."""
     message_chars: list[int] = field(default_factory=list)
     """Chars of each message as sent now (after the tier moves made so far)."""
     sent_total: int = 0
@@ -109,27 +121,34 @@ def grow_chars(chars: list[int], history: History, boundary: int) -> None:
         chars.append(message_chars(history[len(chars)]))
 
 
-def fingerprints(history: History) -> list[Any]:
-    """A cheap identity per message: role and, per part, its text's hash (cached on ``str``)."""
-    out: list[Any] = []
-    for m in history:
-        parts: list[Any] = [m.role]
-        for p in m.parts:
-            if isinstance(p, ToolResultPart):
-                parts.append((p.call_id, p.name, p.is_error, hash(p.full_text), len(p.text)))
-            elif isinstance(p, TextPart):
-                parts.append(hash(p.text))
-            elif isinstance(p, ToolCallPart):
-                parts.append((p.id, p.name, arguments_print(p.arguments)))
-        out.append(tuple(parts))
-    return out
+def allowance(fold: FoldState, risk: float) -> float:
+    """What a batch may cost now beyond not making it: what the policy has saved so far, plus
+    ``risk`` of what the session has cost unmanaged. So a session that ends right after a batch
+    costs at most ``1 + risk`` times unmanaged (within the size estimate's slack)."""
+    return fold.unmanaged - fold.spent + risk * fold.unmanaged
 
 
-def arguments_print(arguments: Any) -> Any:
-    if isinstance(arguments, Mapping):
-        return tuple((k, arguments_print(v)) for k, v in arguments.items())
-    if isinstance(arguments, list):
-        return tuple(arguments_print(v) for v in arguments)
-    if isinstance(arguments, str):
-        return hash(arguments)
-    return repr(arguments)
+def account(
+    fold: FoldState,
+    moves: list[tuple[Item, int]],
+    freed: list[int],
+    added: int,
+    cut: int,
+    prices: tuple[float, float],
+) -> None:
+    """Make ``moves`` (each freeing the chars in ``freed``) and price the request just decided,
+    as sent and as recorded (``cut`` more chars: what caps and the budget left out of the new
+    results). ``prices``: a cached token's and a written token's, in base input tokens."""
+    read, write = prices
+    cached = fold.sent_total
+    if moves:
+        cached = sum(fold.message_chars[: min(item.message for item, _ in moves)])
+        for (item, want), chars in zip(moves, freed, strict=True):
+            fold.message_chars[item.message] -= chars
+            fold.sent_total -= chars
+            item.tier = want
+        fold.active = [i for i in fold.active if i.tier < 2]
+    fold.sent_total += added
+    fold.spent += read * cached + write * (fold.sent_total - cached)
+    fold.unmanaged += read * fold.recorded_total + write * (added + cut)
+    fold.recorded_total += added + cut

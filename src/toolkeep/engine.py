@@ -1,5 +1,5 @@
-"""Incremental preparation: a session's work on a growing history, in time proportional to what
-is new.
+"""The engine: every policy's steps over a history, and a session's work on a growing history in
+time proportional to what is new.
 
 An agent calls ``prepare`` before every request on a history that only grows. Done naively, each
 call re-walks, re-hashes and re-measures every old result: quadratic bookkeeping over a session.
@@ -18,26 +18,36 @@ to the next one) with their output and report, and on the next request:
   one after an edit far back), those run as one and are kept as one: their output can no longer
   change, so neither per-block records nor memoized work are worth their cost.
 
-The output and report are identical to :func:`toolkeep.pipeline.run_pipeline` over the whole
-history; tests check this at every turn of real trajectories. Step lists qualify when every step
-is ``block_local`` (see :data:`toolkeep.steps.Step`).
+A policy whose last step decides over the whole session (the cache-aware one: its step has a
+:class:`~toolkeep.steps.Plan`) runs the same way: the steps before it run block by block, their
+output is kept as one flat history, the plan brings its decisions up to date with what is new,
+and only the blocks whose decisions changed are rendered again.
+
+Formats that read a message in the light of the others (their rules do not say
+``per_message``) are loaded whole and run as one block, on a state of their own.
+
+The output and report are identical whether a request is prepared by a session that saw the
+requests before it or by a fresh one (:func:`run`); tests check this at every turn of real
+trajectories, for every policy. Everything a session carries from one request to the next is one
+:class:`SessionState`.
 """
 
 from __future__ import annotations
 
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from collections.abc import Hashable, Sequence
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field, replace
+from typing import Any, NamedTuple
 
+from .exceptions import ConfigError
 from .formats import Format
 from .messages import History, Message, ToolResultPart
 from .report import Report
-from .steps import MISSING, Memo, Step, StepContext
+from .steps import MISSING, Memo, Plan, Step, StepContext
 from .steps._context import FORGETFUL
 from .steps.pairing import first_choice_id, survives_pruning
 
-__all__ = ["BlockEngine", "common_prefix", "fingerprint", "is_block_local"]
+__all__ = ["Resolved", "SessionState", "common_prefix", "fingerprint", "run"]
 
 
 def fingerprint(raw: Any) -> Any:
@@ -69,11 +79,6 @@ def common_prefix(previous: list[Any], messages: Sequence[Any]) -> int:
     return next((i for i, (a, b) in enumerate(zip(previous, messages, strict=False)) if a is not b), n)
 
 
-def is_block_local(steps: Sequence[Step]) -> bool:
-    """True when every step declares that it can run one block at a time."""
-    return all(getattr(step, "block_local", False) for step in steps)
-
-
 _UNKNOWN: Any = object()
 """The fingerprint of a message not taken: equal to no fingerprint."""
 
@@ -89,7 +94,7 @@ _COUNTERS = (
 )
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class _Block:
     start: int
     """Input index of the block's first message."""
@@ -106,61 +111,137 @@ class _Block:
     seen_before: frozenset[str]
     """Call ids before the block, kept only when one of its own clashed with them (rare)."""
     report: Report
+    staged: History | None = None
+    """With a plan: the neutral output of the steps before it (rendered into ``messages``)."""
+    staged_report: Report | None = None
+    render_key: Hashable = None
+    """With a plan: what the rendering depended on (:meth:`Plan.key`)."""
 
 
-class BlockEngine:
-    """Prepares a session's successive requests, redoing only what changed since the last one."""
+class Resolved(NamedTuple):
+    """The format a session settled on for its requests."""
 
-    def __init__(self) -> None:
-        self._format: Format | None = None
-        self._fingerprints: list[tuple[Any, Any, Message]] = []
-        self._blocks: list[_Block] = []
-        self._out: list[Any] = []
-        self._out_starts: list[int] = []
-        self._cum: list[tuple[int, ...]] = []
-        self._cum_repairs: list[int] = []
-        self._repairs: list[Any] = []
-        self._seen: set[str] = set()
-        self._first_failed = 0
-        self._ends: list[int] = []
-        self._cum_calls: list[int] = []
+    request: str | Format
+    """The format asked for (a name, ``"auto"`` or a format)."""
+    base: Format
+    """The registered format it came to."""
+    format: Format
+    """``base``, wrapped when the history holds SDK objects."""
+    scanned: int
+    """How many leading messages were checked against it."""
+    objects: bool
+    """True when the history holds SDK objects."""
+
+
+@dataclass(eq=False)
+class SessionState:
+    """Everything a session carries from one request to the next: the work done on messages it
+    has seen (``memo``), the last request, the format settled on, and the engine's blocks with
+    their output and report. A failed request leaves it as if the session were new, but for
+    the memo, whose entries are keyed by the objects they were made from."""
+
+    memo: Memo = field(default_factory=Memo)
+    last: list[Any] = field(default_factory=list)
+    """The messages of the last request, compared by identity with the next one's."""
+    resolved: Resolved | None = None
+    format: Format | None = None
+    """The format the blocks below were made in."""
+    fingerprints: list[tuple[Any, Any, Message]] = field(default_factory=list)
+    """Per input message: the message, its fingerprint (or :data:`_UNKNOWN`), its neutral form."""
+    blocks: list[_Block] = field(default_factory=list)
+    out: list[Any] = field(default_factory=list)
+    """The provider messages of the last request, as sent."""
+    out_starts: list[int] = field(default_factory=list)
+    cum: list[tuple[int, ...]] = field(default_factory=list)
+    """Per block: the report's counters summed up to it."""
+    cum_repairs: list[int] = field(default_factory=list)
+    repairs: list[Any] = field(default_factory=list)
+    seen: set[str] = field(default_factory=set)
+    first_failed: int = 0
+    """The first block whose output could not be saved (it runs again)."""
+    ends: list[int] = field(default_factory=list)
+    cum_calls: list[int] = field(default_factory=list)
+    plan: Plan | None = None
+    """The decisions of the policy's whole-session step, if it has one."""
+    flat: History = field(default_factory=list)
+    """With a plan: the blocks' staged output, one after the other."""
+    flat_starts: list[int] = field(default_factory=list)
+    """With a plan: where each block's staged output starts in ``flat``."""
+
+    def forget(self) -> None:
+        """Drop the blocks and the plan (the next request is prepared from scratch)."""
+        memo, last, resolved = self.memo, self.last, self.resolved
+        self.__init__(memo, last, resolved)  # type: ignore[misc]
+
+
+def run(
+    fmt: Format,
+    messages: Sequence[Any],
+    steps: Sequence[Step],
+    ctx: StepContext,
+    state: SessionState | None = None,
+    same: int = 0,
+) -> list[Any]:
+    """The provider messages to send for ``messages``; fills ``ctx.report``.
+
+    With a ``state`` (a session's), ``same`` says how many leading messages are the very objects
+    of its last request (:func:`common_prefix`), and only what changed is done again; the state
+    is updated in place, and a failure resets it. Without one, the whole history is run at once.
+    """
+    planned = steps[-1].new_plan() if steps else None
+    stage = steps[:-1] if planned is not None else steps
+    if any(step.new_plan() is not None for step in stage):
+        raise ConfigError("only the last step of a pipeline may decide over the whole session")
+    if state is None or not fmt.rules.per_message or not all(step.block_local for step in stage):
+        return _run_whole(fmt, messages, steps, ctx)
+    if fmt is not state.format:
+        state.forget()
+        state.format = fmt
+    if state.plan is None and planned is not None:
+        state.plan = planned
+    try:
+        return _Engine(state).run(fmt, messages, stage, ctx, same)
+    except BaseException:
+        state.forget()
+        raise
+
+
+def _run_whole(fmt: Format, messages: Sequence[Any], steps: Sequence[Step], ctx: StepContext) -> list[Any]:
+    history = fmt.load(messages)
+    ctx.report.chars_before = _result_chars(history)
+    for step in steps:
+        history = step(history, ctx)
+    ctx.report.total = sum(1 for m in history for p in m.parts if isinstance(p, ToolResultPart))
+    ctx.report.chars_after = _result_chars(history)
+    return fmt.dump(history)
+
+
+class _Engine:
+    """One request's work on a session's state (see the module docstring)."""
+
+    def __init__(self, state: SessionState) -> None:
+        self.state = state
 
     def run(
         self, fmt: Format, messages: Sequence[Any], steps: Sequence[Step], ctx: StepContext, same: int
     ) -> list[Any]:
-        """The provider messages to send for ``messages``; fills ``ctx.report``.
-
-        ``same``: how many leading messages are the very objects of the last request
-        (:func:`common_prefix`). State is updated in place; a failure resets it.
-        """
-        if fmt is not self._format:
-            self.__init__()  # type: ignore[misc]
-            self._format = fmt
-        try:
-            return self._run(fmt, messages, steps, ctx, same)
-        except BaseException:
-            self.__init__()  # type: ignore[misc]
-            raise
-
-    def _run(
-        self, fmt: Format, messages: Sequence[Any], steps: Sequence[Step], ctx: StepContext, same: int
-    ) -> list[Any]:
+        state = self.state
+        plan = state.plan
         keep = self._reusable_blocks(same)
-        horizon = max((s.age_horizon(ctx) for s in steps if hasattr(s, "age_horizon")), default=0)
-        age_steps = [s for s in steps if hasattr(s, "age_key")]
+        horizon = max((s.age_horizon(ctx) for s in steps), default=0)
 
         def key_for(age: int) -> Hashable:
-            return tuple(s.age_key(age, ctx) for s in age_steps)
+            return tuple([s.age_key(age, ctx) for s in steps])
 
-        tail_start = self._blocks[keep].start if keep < len(self._blocks) else 0
+        tail_start = state.blocks[keep].start if keep < len(state.blocks) else 0
         history = self._load(fmt, messages, tail_start)
-        seen = self._seen
-        for dropped in self._blocks[keep:]:
+        seen = state.seen
+        for dropped in state.blocks[keep:]:
             seen.difference_update(dropped.call_ids_out)
-        blocks = self._blocks
+        blocks = state.blocks
         del blocks[keep:]
         # ages count the assistant messages pairing keeps, as a whole-history run sees them
-        kept_calls = self._cum_calls[keep - 1] if keep else 0
+        kept_calls = state.cum_calls[keep - 1] if keep else 0
         bounds = [i for i, m in enumerate(history) if m.role == "assistant" and i > 0]
         bounds = [0, *bounds] if history else []
         ends = [*bounds[1:], len(history)] if bounds else []  # an empty request has no blocks
@@ -195,16 +276,18 @@ class BlockEngine:
                 (b.calls, age, key),
                 set(b.seen_before),
                 ctx.memo,
+                staged=plan is not None,
             )
             first_changed = j
 
         # the new and changed tail; its blocks already past the horizon (all but the newest few,
         # on a session's first request or after an edit) run as one: their output will never
-        # change again, and one run costs less than a run per block
+        # change again, and one run costs less than a run per block. Not with a plan: it may
+        # still change the rendering of any block
         call_index = kept_calls
         settled = 0
         for n, is_call in enumerate(counted):
-            if is_call and assistants - 1 - call_index <= horizon:
+            if plan is not None or (is_call and assistants - 1 - call_index <= horizon):
                 break
             call_index += is_call
             settled = n + 1
@@ -227,11 +310,64 @@ class BlockEngine:
                     seen,
                     # settled blocks are never run again unless edited: their work is not kept
                     FORGETFUL if z - a > 1 else ctx.memo,
+                    staged=plan is not None,
                 )
             )
             call_index += calls
+        if plan is not None:
+            first_changed = self._render(fmt, plan, min(first_changed, keep), ctx)
         self._commit(blocks, first_changed, ctx.report)
-        return list(self._out)
+        return list(state.out)
+
+    def _render(self, fmt: Format, plan: Plan, first_staged: int, ctx: StepContext) -> int:
+        """Bring the plan up to date with the blocks staged from ``first_staged`` on, and render
+        every block whose rendering changed; the first block rendered again."""
+        state = self.state
+        blocks, flat, starts = state.blocks, state.flat, state.flat_starts
+        start = starts[first_staged] if first_staged < len(starts) else len(flat)
+        del flat[start:], starts[first_staged:]
+        for b in blocks[first_staged:]:
+            starts.append(len(flat))
+            flat.extend(b.staged or ())
+        touched = plan.update(flat, start, ctx)
+        if touched is None:
+            candidates = set(range(len(blocks)))
+        else:
+            candidates = {bisect_right(starts, t) - 1 for t in touched if t < start}
+            candidates.update(range(first_staged, len(blocks)))
+        first = len(blocks)
+        for j in sorted(candidates):
+            b = blocks[j]
+            lo, hi = starts[j], starts[j + 1] if j + 1 < len(starts) else len(flat)
+            key = plan.key(lo, hi)
+            if j < first_staged and key == b.render_key:
+                continue
+            report = Report(format=fmt.name)
+            sub = StepContext(
+                fmt, ctx.config, ctx.workspace, ctx.store, report, memo=ctx.memo, index_offset=b.start
+            )
+            rendered = plan.render(flat, lo, hi, sub)
+            staged = b.staged_report or Report(format=fmt.name)
+            blocks[j] = replace(
+                b,
+                messages=self._dump(fmt, rendered, ctx.memo),
+                render_key=key,
+                report=Report(
+                    format=fmt.name,
+                    repairs=staged.repairs,
+                    total=staged.total,
+                    capped=staged.capped,
+                    persisted=staged.persisted,
+                    truncated=staged.truncated + report.truncated,
+                    summarized=staged.summarized + report.summarized,
+                    preserved=staged.preserved + report.preserved,
+                    chars_before=staged.chars_before,
+                    chars_after=_result_chars(rendered),
+                    save_errors=[*staged.save_errors, *report.save_errors],
+                ),
+            )
+            first = min(first, j)
+        return first
 
     def _reusable_blocks(self, same: int) -> int:
         """How many of the last request's blocks lie within its first ``same`` messages and are
@@ -240,8 +376,8 @@ class BlockEngine:
         # be an assistant message, and then belongs to it (a removed or replaced assistant
         # message); the last block always does, as new messages may belong to it; so does every
         # block from the first one whose output could not be saved, to retry the save
-        limit = min(len(self._blocks) - 1, self._first_failed)
-        return min(bisect_left(self._ends, same), max(limit, 0))
+        limit = min(len(self.state.blocks) - 1, self.state.first_failed)
+        return min(bisect_left(self.state.ends, same), max(limit, 0))
 
     def _load(self, fmt: Format, messages: Sequence[Any], start: int) -> History:
         """Neutral form of ``messages[start:]``, reusing that of messages with the same fingerprint.
@@ -249,7 +385,7 @@ class BlockEngine:
         A newly loaded message's fingerprint is taken later, by :meth:`_fingerprint_from`, and
         only where a block may run again (nothing changes the message in between: steps never
         mutate their input)."""
-        old = {id(raw): (raw, fp, m) for raw, fp, m in self._fingerprints[start:]}
+        old = {id(raw): (raw, fp, m) for raw, fp, m in self.state.fingerprints[start:]}
         loaded: list[tuple[Any, Any, Message]] = []
         for i in range(start, len(messages)):
             raw = messages[i]
@@ -258,21 +394,21 @@ class BlockEngine:
                 loaded.append(entry)
             else:
                 loaded.append((raw, _UNKNOWN, fmt.load_message(i, raw)))
-        del self._fingerprints[start:]
-        self._fingerprints.extend(loaded)
+        del self.state.fingerprints[start:]
+        self.state.fingerprints.extend(loaded)
         return [m for _, _, m in loaded]
 
     def _fingerprint_from(self, start: int) -> None:
         """Fingerprint the newly loaded messages from ``start`` on. Those before it, in settled
         blocks, keep none: they are loaded anew if an edit ever makes their block run again."""
-        entries = self._fingerprints
+        entries = self.state.fingerprints
         for i in range(start, len(entries)):
             raw, fp, m = entries[i]
             if fp is _UNKNOWN:
                 entries[i] = (raw, fingerprint(raw), m)
 
     def _neutral(self, start: int, end: int) -> History:
-        return [m for _, _, m in self._fingerprints[start:end]]
+        return [m for _, _, m in self.state.fingerprints[start:end]]
 
     @staticmethod
     def _run_block(
@@ -284,6 +420,8 @@ class BlockEngine:
         age: tuple[int, int, Hashable],
         seen: set[str],
         memo: Memo,
+        *,
+        staged: bool = False,
     ) -> _Block:
         """Run the steps over one block, or a run of blocks; ``age``: how many assistant messages
         pairing keeps in it, the age of the newest and its key. ``seen`` (call ids before the
@@ -317,6 +455,17 @@ class BlockEngine:
             history = step(history, sub)
         report.chars_after = _result_chars(history)
         report.total = sum(1 for m in history for p in m.parts if isinstance(p, ToolResultPart))
+        call_ids = tuple(c.id for m in history if m.role == "assistant" for c in m.calls)
+        if staged:
+            return _Block(
+                start, start + len(block), calls, age_key, [], call_ids, seen_before, report, history, report
+            )
+        dumped = _Engine._dump(fmt, history, memo)
+        return _Block(start, start + len(block), calls, age_key, dumped, call_ids, seen_before, report)
+
+    @staticmethod
+    def _dump(fmt: Format, history: History, memo: Memo) -> list[Any]:
+        """The provider form of ``history``: untouched messages as they came, rebuilt ones once."""
         dumped = []
         for m in history:
             if not m.dirty:
@@ -326,48 +475,39 @@ class BlockEngine:
             if cached is MISSING:
                 cached = memo.put("dump", m, fmt.dump_message(m))
             dumped.append(cached)
-        call_ids = tuple(c.id for m in history if m.role == "assistant" for c in m.calls)
-        return _Block(
-            start,
-            start + len(block),
-            calls,
-            age_key,
-            dumped,
-            call_ids,
-            seen_before,
-            report,
-        )
+        return dumped
 
     def _commit(self, blocks: list[_Block], first_changed: int, report: Report) -> None:
         """Remember this request and fill ``report``, touching only blocks from ``first_changed``.
 
         Everything is truncated and extended in place: a request costs what changed, not a copy
         of the whole history's bookkeeping."""
+        state = self.state
         changed = blocks[first_changed:]
-        out_end = self._out_starts[first_changed] if first_changed < len(self._out_starts) else len(self._out)
-        for kept in (self._out_starts, self._cum, self._cum_repairs, self._ends, self._cum_calls):
+        out_end = state.out_starts[first_changed] if first_changed < len(state.out_starts) else len(state.out)
+        for kept in (state.out_starts, state.cum, state.cum_repairs, state.ends, state.cum_calls):
             del kept[first_changed:]
-        del self._out[out_end:]
-        del self._repairs[self._cum_repairs[-1] if self._cum_repairs else 0 :]
-        totals = list(self._cum[-1]) if self._cum else [0] * len(_COUNTERS)
-        calls = self._cum_calls[-1] if self._cum_calls else 0
+        del state.out[out_end:]
+        del state.repairs[state.cum_repairs[-1] if state.cum_repairs else 0 :]
+        totals = list(state.cum[-1]) if state.cum else [0] * len(_COUNTERS)
+        calls = state.cum_calls[-1] if state.cum_calls else 0
         for b in changed:
-            self._out_starts.append(len(self._out))
-            self._out.extend(b.messages)
-            self._repairs.extend(b.report.repairs)
+            state.out_starts.append(len(state.out))
+            state.out.extend(b.messages)
+            state.repairs.extend(b.report.repairs)
             for n, name in enumerate(_COUNTERS):
                 totals[n] += getattr(b.report, name)
-            self._cum.append(tuple(totals))
-            self._cum_repairs.append(len(self._repairs))
-            self._ends.append(b.end)
+            state.cum.append(tuple(totals))
+            state.cum_repairs.append(len(state.repairs))
+            state.ends.append(b.end)
             calls += b.calls
-            self._cum_calls.append(calls)
-        report.repairs = list(self._repairs)
+            state.cum_calls.append(calls)
+        report.repairs = list(state.repairs)
         for n, name in enumerate(_COUNTERS):
             setattr(report, name, totals[n])
         report.save_errors = [e for b in changed for e in b.report.save_errors]
         failed = [first_changed + n for n, b in enumerate(changed) if b.report.save_errors]
-        self._first_failed = failed[0] if failed else len(blocks)
+        state.first_failed = failed[0] if failed else len(blocks)
 
 
 def _result_chars(history: History) -> int:

@@ -1,0 +1,119 @@
+"""The economy policy's shortened forms: each result's and each call input's tiers, decided once.
+
+A result has four tiers, each never longer than the one before: as it entered (0; a preview cut
+by a cap or the budget gets the ``names:`` index of what it left out), trimmed (1), the summary
+(2) and the lean summary (:data:`LEAN`), as long as lets its move cost nothing. A call's input
+has two: as sent (0) and shortened (2, see :mod:`toolkeep.policies.inputs`). Every form is
+computed from the original the first time it is asked for and kept on the item.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from typing import Any
+
+from ..config import Economy
+from ..content_type import detect_content_type
+from ..messages import ToolCallPart, ToolResultPart
+from ..shorten import carried_keys, compact_form, summary_form
+from ..steps import StepContext
+from .accounting import MESSAGE_OVERHEAD, RESULT_OVERHEAD, SLACK, Item, input_chars, text_chars
+from .inputs import input_form, parsed_object
+from .previews import lines_summary, trimmed_form, with_names
+
+__all__ = ["LEAN", "Forms"]
+
+LEAN = 3
+"""The tier of a result's lean summary (see ``Economy.lean``)."""
+_SOURCE_TYPES = ("source", "JSON", "YAML", "XML", "HTML", "Markdown")
+
+
+class Forms:
+    """The forms of the items of one policy's settings."""
+
+    def __init__(self, economy: Economy) -> None:
+        self.economy = economy
+
+    def size(self, item: Item, tier: int, ctx: StepContext) -> int:
+        """Chars of ``item`` sent at ``tier``."""
+        if tier not in item.sizes:
+            form = self.form(item, tier, ctx)
+            item.sizes[tier] = text_chars(form) if isinstance(form, str) else input_chars(form)
+        return item.sizes[tier]
+
+    def form(self, item: Item, tier: int, ctx: StepContext) -> Any:
+        """``item`` at ``tier`` (0 as sent, 1 trimmed, 2 summary, :data:`LEAN`), never longer than
+        the tier before it: a text for a result, the arguments for a call."""
+        if tier in item.forms:
+            return item.forms[tier]
+        if isinstance(item.obj, ToolCallPart):
+            e = self.economy
+            arguments = item.obj.arguments
+            if tier == 0:
+                form: Any = arguments
+            elif isinstance(arguments, str):  # a JSON string (OpenAI): shortened as the object
+                form = json.dumps(input_form(parsed_object(arguments), ctx, e.input_min_chars, e.input_head))
+            else:
+                form = input_form(arguments, ctx, e.input_min_chars, e.input_head)
+        elif tier == 0:
+            form = self._entry_form(item.obj)
+        else:
+            form = self._result_form(item, tier, ctx)
+            previous = self.form(item, tier - 1, ctx)
+            if len(form) >= len(previous):
+                form = previous
+        item.forms[tier] = form
+        return form
+
+    def _entry_form(self, p: ToolResultPart) -> str:
+        """The result as it entered: cut by a cap or the budget, that preview gets the names
+        index of what it left out (decided once, at entry, so the cache never pays for it)."""
+        e = self.economy
+        if p.original is None or not e.previews:
+            return p.text
+        return with_names(p.text, p.original, min(e.index_max, int(len(p.original) * e.index_share)))
+
+    def _result_form(self, item: Item, tier: int, ctx: StepContext) -> str:
+        e = self.economy
+        p = item.obj
+        assert isinstance(p, ToolResultPart)
+        original = p.full_text
+        key = p.key or ctx.archive(original)
+        if key and p.key is None:
+            item.obj = p = replace(p, key=key)
+        keys = ([key] if key else []) + carried_keys(original)
+        paths = [p.saved_path] if p.saved_path else []
+        content_type = detect_content_type(original)
+        if not e.previews:
+            if tier == 1:
+                return compact_form(original, e.head_chars, e.tail_chars, keys=keys, paths=paths)
+            return summary_form(original, content_type, keys=keys, paths=paths)
+        source = item.kind == "read" or any(t in content_type for t in _SOURCE_TYPES)
+        kind = (
+            "exec"
+            if item.kind == "exec" or item.failure
+            else "search"
+            if item.kind in ("search", "list")
+            else ""
+        )
+        kind = kind or ("source" if source else "text")
+        index = min(e.index_max, int(len(original) * e.index_share))
+        if tier == 1:
+            text = trimmed_form(original, kind, e.trim_chars, keys=keys, paths=paths)
+        elif tier == 2:
+            text = lines_summary(original, content_type, kind, e.summary_chars, keys=keys, paths=paths)
+        else:
+            # the lean summary: as long as it can be for a move of this result alone in its
+            # message to cost nothing (the message written at 1.25x where it was read at 0.1x,
+            # with the slack of the size estimate); lines and names index share that length
+            wrapper = MESSAGE_OVERHEAD + RESULT_OVERHEAD + len(p.call_id)
+            read = e.cache_read * (self.size(item, 0, ctx) + wrapper)
+            free = max(0, int((read - e.cache_write * (wrapper + SLACK)) / e.cache_write))
+            text = lines_summary(
+                original, content_type, kind, min(e.summary_chars, free // 2), keys=keys, paths=paths
+            )
+            if text_chars(text) > free:  # the lines chosen overran their share
+                text = summary_form(original, content_type, keys=keys, paths=paths)
+            index = min(index, free - text_chars(text) - text_chars("\nnames: "))
+        return with_names(text, original, index)

@@ -1,0 +1,119 @@
+"""Old tool-call inputs, shortened: the file contents that write and edit calls send.
+
+On long coding sessions the inputs of old write and edit calls weigh as much as the results.
+The economy policy cuts each long string of an old call's arguments to its head and
+``[... N chars omitted from old tool call input ...] <<ccr:KEY>>``, archiving the string first;
+:class:`RestoreInputs` puts the original back when a prepared history comes in again, as
+``restore_originals`` does for results, so the policy sees what it saw then. A step changes a
+call only through :meth:`ToolCallPart.with_arguments`; each format writes the arguments back in
+its own shape.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from ..messages import History, Message, ToolCallPart
+from ..shorten import marker
+from ..steps import Step, StepContext
+
+__all__ = ["RestoreInputs", "input_form", "parsed_object"]
+
+_OMITTED = " chars omitted from old tool call input ...]"
+_OMITTED_TAIL = re.compile(r"\n\[\.\.\. (\d+)" + re.escape(_OMITTED) + r" <<ccr:([0-9a-f]{16})>>\Z")
+
+
+def input_form(value: Any, ctx: StepContext, min_chars: int, head: int) -> Any:
+    """``value`` (a call's arguments) with every string longer than ``min_chars`` cut to its
+    first ``head`` chars and the omission marker, the whole string archived first."""
+    if isinstance(value, str):
+        if len(value) <= min_chars:
+            return value
+        key = ctx.archive(value)
+        way = f" {marker(key)}" if key else ""
+        return f"{value[:head]}\n[... {len(value) - head}{_OMITTED}{way}"
+    if isinstance(value, Mapping):
+        return {k: input_form(v, ctx, min_chars, head) for k, v in value.items()}
+    if isinstance(value, list):
+        return [input_form(v, ctx, min_chars, head) for v in value]
+    return value
+
+
+def parsed_object(arguments: Any) -> Any:
+    """``arguments`` when it is a mapping; the object a JSON string of one holds; else ``None``.
+    The model wrote it: a string that does not parse, or parses too deep or too large, is not
+    an error, only not an object."""
+    if isinstance(arguments, Mapping):
+        return arguments
+    if not isinstance(arguments, str) or not arguments.startswith("{"):
+        return None
+    try:
+        parsed = json.loads(arguments)
+    except (ValueError, RecursionError):
+        return None
+    return parsed if isinstance(parsed, dict) else None
+
+
+class RestoreInputs(Step):
+    """Put back whole the call inputs that an earlier run shortened (see the module docstring)."""
+
+    block_local = True
+
+    def __call__(self, history: History, ctx: StepContext) -> History:
+        if ctx.store is None:
+            return history
+        out: list[Message] | None = None
+        for index, m in enumerate(history):
+            if m.role != "assistant":
+                continue
+            parts = list(m.parts)
+            changed = False
+            for j, part in enumerate(parts):
+                if not isinstance(part, ToolCallPart):
+                    continue
+                arguments = part.arguments
+                if isinstance(arguments, str) and "<<ccr:" in arguments:  # a JSON string (OpenAI)
+                    parsed = parsed_object(arguments)
+                    if parsed is None:
+                        continue
+                    restored = _restored(parsed, ctx)
+                    if restored is not parsed:
+                        parts[j] = part.with_arguments(json.dumps(restored))
+                        changed = True
+                elif isinstance(arguments, Mapping):
+                    arguments = _restored(arguments, ctx)
+                    if arguments is not part.arguments:
+                        parts[j] = part.with_arguments(arguments)
+                        changed = True
+            if changed:
+                out = out if out is not None else list(history)
+                out[index] = m.with_parts(parts)
+        return history if out is None else out
+
+
+def _restored(value: Any, ctx: StepContext) -> Any:
+    """``value`` with each string that is an input form of an archived original replaced by it;
+    the very same object when there is none."""
+    if isinstance(value, str):
+        found = _OMITTED_TAIL.search(value) if value.endswith(">>") else None
+        if found is None:
+            return value
+        original = ctx.lookup(found.group(2))
+        head = value[: found.start()]
+        if (
+            original is None
+            or not original.startswith(head)
+            or len(original) - len(head) != int(found.group(1))
+        ):
+            return value
+        return original
+    if isinstance(value, Mapping):
+        items = {k: _restored(v, ctx) for k, v in value.items()}
+        return value if all(items[k] is v for k, v in value.items()) else items
+    if isinstance(value, list):
+        restored = [_restored(v, ctx) for v in value]
+        return value if all(a is b for a, b in zip(restored, value, strict=True)) else restored
+    return value
