@@ -78,13 +78,21 @@ class ToolCallPart:
     """The call id; may differ from the id in ``raw`` after a deterministic rename."""
     name: str
     arguments: Any = None
+    """What the provider holds as the call's input, as it holds it: a mapping (Anthropic, Bedrock,
+    Gemini, LangChain) or a JSON string (OpenAI Chat and Responses ``function_call``; a free
+    string for a Responses ``custom_tool_call``)."""
     raw: Any = None
     modified: bool = False
-    """True once ``arguments`` differ from ``raw`` (the adapter writes them back)."""
+    """True once ``arguments`` or ``id`` differ from ``raw`` by a step's doing (:meth:`with_arguments`
+    sets it); the adapter then writes them back in the provider's own place, with the keys the call
+    came with, and an unmodified call goes out as ``raw`` itself. Pairing repair renames with
+    ``replace(call, id=...)`` and leaves it False: adapters compare ``id`` with ``raw``'s own, so a
+    rename is written back either way."""
     kind: Literal["tool_call"] = "tool_call"
 
     def with_arguments(self, arguments: Any) -> ToolCallPart:
-        """A copy sent with ``arguments``."""
+        """A copy sent with ``arguments`` (in the shape the provider holds them: a step that
+        changes a JSON-string argument gives back a string)."""
         return replace(self, arguments=arguments, modified=True)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
@@ -10,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from ..exceptions import FormatError
-from ..messages import History, Message, Part, TextPart, ToolResultPart
+from ..messages import History, Message, Part, TextPart, ToolCallPart, ToolResultPart
 
 __all__ = [
     "CONTINUE_TEXT",
@@ -49,6 +50,21 @@ class Violation:
 def blank_text(p: Part) -> bool:
     """True for a text block that is empty or only whitespace (Anthropic and Bedrock refuse it)."""
     return isinstance(p, TextPart) and (not p.text or p.text.isspace())
+
+
+def changed_arguments(call: ToolCallPart, held: Any) -> bool:
+    """True when a dump must write ``call.arguments`` over ``held``, what the call's ``raw`` holds
+    in the provider's place: the call is ``modified``, or its arguments are another object than
+    ``held`` (a step that replaced them with ``dataclasses.replace`` alone)."""
+    return call.modified or call.arguments is not held
+
+
+def arguments_json(arguments: Any) -> str:
+    """Call arguments as a JSON string, the way OpenAI holds them: a string as it is (a step that
+    changes a JSON-string argument gives back a string), ``"{}"`` for none, else the value."""
+    if isinstance(arguments, str):
+        return arguments
+    return "{}" if arguments is None else json.dumps(arguments, ensure_ascii=False)
 
 
 @dataclass(frozen=True)
