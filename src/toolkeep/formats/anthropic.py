@@ -8,7 +8,7 @@ from typing import Any
 
 from ..exceptions import FormatError
 from ..messages import History, Message, OpaquePart, Part, TextPart, ToolCallPart, ToolResultPart
-from ._base import CallIdRule, Format, FormatRules, Violation, blank_text, expect_mapping
+from ._base import CallIdRule, Format, FormatRules, Violation, blank_text, changed_arguments, expect_mapping
 
 __all__ = ["AnthropicFormat", "replace_text_content", "result_text"]
 
@@ -153,7 +153,8 @@ class AnthropicFormat(Format):
         if isinstance(p, OpaquePart):
             return p.raw
         if isinstance(p, ToolCallPart):
-            if p.raw is not None and p.raw.get("id") == p.id and p.raw.get("input") is p.arguments:
+            held = p.raw.get("input") if p.raw is not None else None
+            if p.raw is not None and p.raw.get("id") == p.id and not changed_arguments(p, held):
                 return p.raw
             base = dict(p.raw) if p.raw is not None else {"type": "tool_use", "name": p.name}
             base["id"] = p.id

@@ -30,7 +30,16 @@ from typing import Any
 
 from ..exceptions import FormatError
 from ..messages import History, Message, OpaquePart, Part, TextPart, ToolCallPart, ToolResultPart
-from ._base import CONTINUE_TEXT, CallIdRule, Format, FormatRules, Violation, blank_text, expect_mapping
+from ._base import (
+    CONTINUE_TEXT,
+    CallIdRule,
+    Format,
+    FormatRules,
+    Violation,
+    blank_text,
+    changed_arguments,
+    expect_mapping,
+)
 
 __all__ = ["CONTINUE_MESSAGE", "BedrockFormat"]
 
@@ -74,7 +83,11 @@ class BedrockFormat(Format):
 
     name = "bedrock"
     rules = FormatRules(
-        unique_call_ids=True, grouped_results=True, refuses_blank_text=True, call_id_rule=_ID_RULE
+        unique_call_ids=True,
+        grouped_results=True,
+        refuses_blank_text=True,
+        call_id_rule=_ID_RULE,
+        editable_arguments=True,
     )
 
     def detect(self, messages: Sequence[Any]) -> int:
@@ -157,9 +170,15 @@ class BedrockFormat(Format):
             return p.raw
         if isinstance(p, ToolCallPart):
             use = p.raw.get("toolUse") if isinstance(p.raw, Mapping) else None
-            if isinstance(use, Mapping) and use.get("toolUseId") == p.id:
-                return p.raw
-            body = dict(use) if isinstance(use, Mapping) else {"name": p.name, "input": {}}
+            if isinstance(use, Mapping):
+                changed = changed_arguments(p, use.get("input"))
+                if use.get("toolUseId") == p.id and not changed:
+                    return p.raw
+                body = dict(use)
+            else:  # a call the pipeline made
+                changed, body = True, {"name": p.name}
+            if changed:
+                body["input"] = p.arguments if p.arguments is not None else {}
             return {**(p.raw or {}), "toolUse": {**body, "toolUseId": p.id}}
         if not p.modified and p.raw is not None:
             return p.raw

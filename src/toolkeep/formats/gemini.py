@@ -22,7 +22,7 @@ from typing import Any
 
 from ..exceptions import FormatError
 from ..messages import History, Message, OpaquePart, Part, TextPart, ToolCallPart, ToolResultPart
-from ._base import Format, FormatRules, Violation, expect_mapping, results_in_next_user
+from ._base import Format, FormatRules, Violation, changed_arguments, expect_mapping, results_in_next_user
 
 __all__ = ["GeminiFormat"]
 
@@ -65,7 +65,7 @@ class GeminiFormat(Format):
     """Gemini ``contents`` (dicts in camelCase or snake_case; SDK objects through ``_sdk``)."""
 
     name = "gemini"
-    rules = FormatRules(grouped_results=True)
+    rules = FormatRules(grouped_results=True, editable_arguments=True)
 
     def detect(self, messages: Sequence[Any]) -> int:
         score = 1
@@ -134,9 +134,9 @@ class GeminiFormat(Format):
     def _dump_part(self, p: Part, snake: bool) -> Any:
         if isinstance(p, (TextPart, OpaquePart)):
             return p.raw if p.raw is not None else {"text": getattr(p, "text", "")}
-        if isinstance(p, ToolCallPart):
-            return p.raw  # calls are never renamed here (ids need not be unique)
         raw = p.raw if isinstance(p.raw, Mapping) else None
+        if isinstance(p, ToolCallPart):
+            return self._dump_call(p, raw, snake)
         found = _get(raw, _RESPONSE_KEYS) if raw is not None else None
         # an id-less response is matched by its name: one that pairing gave to a call of another
         # name (after pruning a duplicate call) must be sent under that call's name
@@ -163,6 +163,26 @@ class GeminiFormat(Format):
         part = {k: v for k, v in raw.items() if k not in _RESPONSE_KEYS} if raw is not None else {}
         part[key] = body
         return part
+
+    @staticmethod
+    def _dump_call(p: ToolCallPart, raw: Mapping[str, Any] | None, snake: bool) -> Any:
+        """The call's part: ``raw`` unless its arguments changed, then ``raw`` with its
+        ``functionCall.args`` (in the spelling it came in) replaced. Its id is never renamed here
+        (Gemini ids need not be unique, nor follow a pattern)."""
+        found = _get(raw, _CALL_KEYS) if raw is not None else None
+        if found is not None and not changed_arguments(p, found[1].get("args")):
+            return raw
+        if found is not None:
+            key, call = found[0], dict(found[1])
+        else:  # a call the pipeline made
+            key, call = ("function_call" if snake else "functionCall"), {"name": p.name}
+            if "#" not in p.id:
+                call["id"] = p.id
+        if p.arguments is None:  # Gemini's args are optional: none is no key
+            call.pop("args", None)
+        else:
+            call["args"] = p.arguments
+        return {**(raw or {}), key: call}
 
     def pack_results(self, results: list[ToolResultPart], rest: list[Message]) -> list[Message]:
         return results_in_next_user(results, rest)
