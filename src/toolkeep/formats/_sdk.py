@@ -166,12 +166,15 @@ class ObjectFormat(Format):
         originals = next((m.meta[_META_KEY] for m in history if _META_KEY in m.meta), None)
         if not isinstance(originals, _Originals):
             return out
+        calls = {
+            p.id: obj for m in history for p in m.calls if (obj := originals.original(p.raw)) is not None
+        }
         if len(out) != len(history):  # a format whose dump is not one-to-one (Responses runs)
-            return [originals.restore(x) for x in out]
+            return [originals.restore(x, _call_like(x, calls)) for x in out]
         restored: list[Any] = []
         for m, x in zip(history, out, strict=True):
             like = originals.original(m.raw) if m.raw is not None else None
-            restored.append(originals.restore(x, like))
+            restored.append(originals.restore(x, like if like is not None else _call_like(x, calls)))
         return restored
 
     def pack_results(self, results: list[ToolResultPart], rest: list[Message]) -> list[Message]:
@@ -179,6 +182,15 @@ class ObjectFormat(Format):
 
     def validate(self, history: History) -> list[Violation]:
         return self.inner.validate(history)
+
+
+def _call_like(value: Any, calls: dict[str, Any]) -> Any:
+    """The object a rebuilt call item came from (a Responses ``function_call`` whose arguments or
+    id changed is a message of its own), found by its call id, so that it comes back in its class;
+    ``None`` for anything else."""
+    call_id = value.get("call_id") if type(value) is dict else None
+    like = calls.get(call_id) if isinstance(call_id, str) else None
+    return like if like is not None and getattr(like, "type", None) == value.get("type") else None
 
 
 _WRAPPERS: dict[str, type[ObjectFormat]] = {}

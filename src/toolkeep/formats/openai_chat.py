@@ -14,6 +14,8 @@ from ._base import (
     FormatRules,
     ToolMessageRules,
     Violation,
+    arguments_json,
+    changed_arguments,
     check_tool_messages,
     expect_mapping,
 )
@@ -50,7 +52,7 @@ class OpenAIChatFormat(Format):
     """OpenAI Chat Completions ``messages`` (dicts, as the SDK's ``ChatCompletionMessageParam``)."""
 
     name = "openai-chat"
-    rules = FormatRules(call_id_rule=_ID_RULE, per_message=True)
+    rules = FormatRules(call_id_rule=_ID_RULE, per_message=True, editable_arguments=True)
 
     def detect(self, messages: Sequence[Any]) -> int:
         score = 1
@@ -138,14 +140,14 @@ class OpenAIChatFormat(Format):
     @staticmethod
     def _dump_call(p: ToolCallPart) -> Any:
         function = p.raw.get("function") if p.raw is not None else None
-        old_arguments = function.get("arguments") if isinstance(function, Mapping) else None
-        if p.raw is not None and p.raw.get("id") == p.id and old_arguments is p.arguments:
+        held = function.get("arguments") if isinstance(function, Mapping) else None
+        if p.raw is not None and p.raw.get("id") == p.id and not changed_arguments(p, held):
             return p.raw
         base = dict(p.raw) if p.raw is not None else {"type": "function"}
         base["id"] = p.id
         base["function"] = {
             **(function if isinstance(function, Mapping) else {"name": p.name}),
-            "arguments": p.arguments if p.arguments is not None else "{}",
+            "arguments": arguments_json(p.arguments),
         }
         return base
 

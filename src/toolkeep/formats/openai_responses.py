@@ -43,7 +43,16 @@ from typing import Any
 
 from ..exceptions import FormatError
 from ..messages import History, Message, OpaquePart, Part, ToolCallPart, ToolResultPart
-from ._base import CONTINUE_TEXT, Format, FormatRules, Violation, expect_mapping, results_as_tool_messages
+from ._base import (
+    CONTINUE_TEXT,
+    Format,
+    FormatRules,
+    Violation,
+    arguments_json,
+    changed_arguments,
+    expect_mapping,
+    results_as_tool_messages,
+)
 
 __all__ = ["CONTINUE_ITEM", "OpenAIResponsesFormat"]
 
@@ -115,7 +124,7 @@ class OpenAIResponsesFormat(Format):
     """OpenAI Responses API ``input`` items (dicts, as the SDK's ``ResponseInputItemParam``)."""
 
     name = "openai-responses"
-    rules = FormatRules(unique_call_ids=True)
+    rules = FormatRules(unique_call_ids=True, editable_arguments=True)
 
     def __init__(self, *, previous_response: bool = False) -> None:
         self.previous_response = previous_response
@@ -275,13 +284,22 @@ class OpenAIResponsesFormat(Format):
 
     @staticmethod
     def _dump_call(p: ToolCallPart) -> Any:
+        """The call's item: ``raw``, or a copy with its arguments (``arguments`` of a
+        ``function_call``, ``input`` of a ``custom_tool_call``) and its ``call_id`` as ``p``
+        holds them; a renamed call loses its item ``id`` (see the module docstring)."""
         raw = p.raw if isinstance(p.raw, Mapping) else None
-        if raw is not None and raw.get("call_id") == p.id:
-            return raw
         if raw is None:
-            return {"type": "function_call", "call_id": p.id, "name": p.name, "arguments": "{}"}
-        item = {k: v for k, v in raw.items() if k != "id"}
+            arguments = arguments_json(p.arguments)
+            return {"type": "function_call", "call_id": p.id, "name": p.name, "arguments": arguments}
+        key = "input" if "input" in raw and "arguments" not in raw else "arguments"
+        changed = changed_arguments(p, raw.get(key))
+        renamed = raw.get("call_id") != p.id
+        if not changed and not renamed:
+            return raw
+        item = {k: v for k, v in raw.items() if k != "id"} if renamed else dict(raw)
         item["call_id"] = p.id
+        if changed:
+            item[key] = arguments_json(p.arguments)
         return item
 
     @staticmethod
