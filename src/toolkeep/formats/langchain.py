@@ -23,6 +23,8 @@ from ._base import (
     FormatRules,
     ToolMessageRules,
     Violation,
+    arguments_json,
+    changed_arguments,
     check_tool_messages,
     results_as_tool_messages,
 )
@@ -79,7 +81,7 @@ class LangChainFormat(Format):
     """LangChain ``BaseMessage`` lists (objects or ``messages_to_dict`` dicts)."""
 
     name = "langchain"
-    rules = FormatRules(unique_call_ids=True)
+    rules = FormatRules(unique_call_ids=True, editable_arguments=True)
     native_objects = True
 
     def detect(self, messages: Sequence[Any]) -> int:
@@ -144,20 +146,32 @@ class LangChainFormat(Format):
             (p,) = m.parts
             assert isinstance(p, ToolResultPart)
             return self._dump_result(p, objects)
-        calls = [
-            c.raw if c.raw is not None and c.raw.get("id") == c.id else {**(c.raw or {}), "id": c.id}
-            for c in m.calls
-        ]
         kept = {c.id for c in m.calls}
-        update: dict[str, Any] = {"tool_calls": calls}
+        update: dict[str, Any] = {"tool_calls": [self._dump_call(c) for c in m.calls]}
         fields = _fields(m.raw)
-        content = _get(fields[1], "content") if fields is not None else None
+        data = fields[1] if fields is not None else None
+        content = _get(data, "content")
         if isinstance(content, list):  # Anthropic-style tool_use blocks of pruned calls go too
             update["content"] = [
                 b for b in content
                 if not (isinstance(b, Mapping) and b.get("type") == "tool_use" and b.get("id") not in kept)
             ]  # fmt: skip
+        changed = _changed_arguments(m.calls)
+        if changed:
+            update.update(_mirrored(data, update.get("content"), changed))
         return _updated(m.raw, update)
+
+    @staticmethod
+    def _dump_call(c: ToolCallPart) -> Any:
+        """``tool_calls[k]``: ``raw``, or a copy with the call's id and (changed) ``args``."""
+        raw = c.raw if c.raw is not None else {}
+        changed = changed_arguments(c, raw.get("args"))
+        if c.raw is not None and raw.get("id") == c.id and not changed:
+            return c.raw
+        call = {**raw, "id": c.id}
+        if changed:
+            call["args"] = c.arguments
+        return call
 
     @staticmethod
     def _dump_result(p: ToolResultPart, objects: bool) -> Any:
@@ -218,6 +232,61 @@ _RULES = ToolMessageRules(
     ),
     ids_unique_across=True,
 )
+
+
+def _changed_arguments(calls: Sequence[ToolCallPart]) -> dict[str, Any]:
+    """The new arguments of the changed calls, by the id the message holds them under (calls
+    whose id is not the only one of its kind in the message are left out: their copies cannot be
+    told apart)."""
+    ids = [c.raw.get("id") if c.raw is not None else None for c in calls]
+    return {
+        held: c.arguments
+        for held, c in zip(ids, calls, strict=True)
+        if isinstance(held, str) and ids.count(held) == 1 and changed_arguments(c, c.raw.get("args"))
+    }
+
+
+def _mirrored(data: Any, content: Any, changed: dict[str, Any]) -> dict[str, Any]:
+    """Updates that keep the other copies a message holds of its calls' arguments equal to the
+    changed ``tool_calls``: ``additional_kwargs["tool_calls"][k].function.arguments`` (the
+    provider's raw calls, a JSON string), ``tool_call_chunks[k].args`` (an ``AIMessageChunk``
+    rebuilds its ``tool_calls`` from them, a JSON string) and the ``input`` of Anthropic-style
+    ``tool_use`` or the ``args`` of ``tool_call`` content blocks. Each copy is found by the id
+    the message holds; only values already there are replaced, no key is added. Ids are not
+    renamed in the copies: pairing's renames reach ``tool_calls``, which is what LangChain's
+    provider integrations send (they fall back to ``additional_kwargs`` only without it)."""
+    update: dict[str, Any] = {}
+    kwargs = _get(data, "additional_kwargs")
+    raw_calls = kwargs.get("tool_calls") if isinstance(kwargs, Mapping) else None
+    if isinstance(raw_calls, list):
+        update["additional_kwargs"] = {
+            **kwargs,
+            "tool_calls": [
+                {**tc, "function": {**tc["function"], "arguments": arguments_json(changed[tc["id"]])}}
+                if _copy_of(tc, changed) and isinstance(tc.get("function"), Mapping)
+                else tc
+                for tc in raw_calls
+            ],
+        }
+    chunks = _get(data, "tool_call_chunks")
+    if isinstance(chunks, list):
+        update["tool_call_chunks"] = [
+            {**ch, "args": arguments_json(changed[ch["id"]])} if _copy_of(ch, changed) else ch
+            for ch in chunks
+        ]
+    if isinstance(content, list):
+        keys = {"tool_use": "input", "tool_call": "args"}
+        update["content"] = [
+            {**b, keys[b.get("type")]: changed[b["id"]]}
+            if _copy_of(b, changed) and isinstance(b.get("type"), str) and keys.get(b["type"], "") in b
+            else b
+            for b in content
+        ]
+    return update
+
+
+def _copy_of(value: Any, changed: dict[str, Any]) -> bool:
+    return isinstance(value, Mapping) and isinstance(value.get("id"), str) and value["id"] in changed
 
 
 def _updated(raw: Any, update: dict[str, Any]) -> Any:
