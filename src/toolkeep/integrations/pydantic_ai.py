@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..config import Config
-from ..formats._base import Format, FormatRules, Violation, results_in_next_user
+from ..formats._base import Format, FormatRules, Violation, changed_arguments, results_in_next_user
 from ..formats.anthropic import AnthropicFormat
 from ..messages import History, Message, OpaquePart, Part, TextPart, ToolCallPart, ToolResultPart
 from ..recall import READ_TOOL, RECALL_TOOL, handle_tool_call, tool_definitions
@@ -72,7 +72,7 @@ class PydanticAIFormat(Format):
     """
 
     name = "pydantic-ai"
-    rules = FormatRules(unique_call_ids=True, grouped_results=True)
+    rules = FormatRules(unique_call_ids=True, grouped_results=True, editable_arguments=True)
     native_objects = True
 
     def detect(self, messages: Sequence[Any]) -> int:
@@ -121,7 +121,9 @@ class PydanticAIFormat(Format):
     @staticmethod
     def _dump_part(p: Part) -> Any:
         if isinstance(p, ToolCallPart):
-            return p.raw if p.raw.tool_call_id == p.id else dataclasses.replace(p.raw, tool_call_id=p.id)
+            if p.raw.tool_call_id == p.id and not changed_arguments(p, p.raw.args):
+                return p.raw
+            return dataclasses.replace(p.raw, tool_call_id=p.id, args=p.arguments)
         if not isinstance(p, ToolResultPart):
             return p.raw
         if p.raw is None:  # a synthetic result for a call that had none
