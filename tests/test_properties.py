@@ -9,14 +9,16 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 import toolkeep
 from toolkeep.messages import ToolResultPart
+from toolkeep.pipeline import POLICIES
 from toolkeep.shorten import CCR_MARKER_RE, archive_key
 
-from .strategies import histories, property_settings
+from .strategies import histories, long_sessions, property_settings
 
 TOOLKEEP = [sys.executable, "-m", "toolkeep"]
 
@@ -113,17 +115,19 @@ class TestAcrossProcesses:
 
 
 class TestIncremental:
+    @pytest.mark.parametrize("policy", sorted(POLICIES))
     @property_settings(60)
-    @given(case=histories())
+    @given(case=st.one_of(histories(), long_sessions()))
     def test_growing_history_matches_a_fresh_run_at_every_turn(
-        self, case: tuple[str, list[Any]], tmp_path_factory: Any
+        self, policy: str, case: tuple[str, list[Any]], tmp_path_factory: Any
     ) -> None:
         """Turn by turn, a session sends what a from-scratch run (no memo) sends, whether the agent
-        keeps its raw history or sends back each prepared history plus the next turn."""
+        keeps its raw history or sends back each prepared history plus the next turn, under
+        every policy."""
         fmt, history = case
         ws = tmp_path_factory.mktemp("ws")
         cuts = [*(i for i, m in enumerate(history) if m["role"] == "assistant" and i > 0), len(history)]
-        config = toolkeep.Config()
+        config = toolkeep.Config(policy=policy)
         with (
             toolkeep.Session(config, workspace=ws) as raw_agent,
             toolkeep.Session(config, workspace=ws) as feedback_agent,
@@ -145,16 +149,17 @@ class TestIncremental:
                 assert raw_report.to_dict() == fresh_report.to_dict()
                 assert json.dumps(sent) == json.dumps(fresh)
 
+    @pytest.mark.parametrize("policy", sorted(POLICIES))
     @property_settings(60)
-    @given(case=histories(), data=st.data())
+    @given(case=st.one_of(histories(), long_sessions()), data=st.data())
     def test_resumed_session_and_later_edits_match_a_fresh_run(
-        self, case: tuple[str, list[Any]], data: st.DataObject, tmp_path_factory: Any
+        self, policy: str, case: tuple[str, list[Any]], data: st.DataObject, tmp_path_factory: Any
     ) -> None:
         """A session whose first request is a long history (its settled blocks run as one), then
         the whole history, then the history with one earlier message replaced or removed, sends
         at each step what a from-scratch run sends. Short age tiers, so most blocks settle."""
         fmt, history = case
-        config = toolkeep.Config(truncate_turns=1, summarize_turns=2, recall_protect_turns=1)
+        config = toolkeep.Config(truncate_turns=1, summarize_turns=2, recall_protect_turns=1, policy=policy)
         first = data.draw(st.integers(1, len(history)), label="first request")
         changed = data.draw(st.integers(0, len(history) - 1), label="changed message")
         edited = [*history[:changed], *history[changed + 1 :]]

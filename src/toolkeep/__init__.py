@@ -12,7 +12,7 @@ from __future__ import annotations
 from importlib.metadata import PackageNotFoundError, version
 
 from . import recall
-from .config import Config
+from .config import Config, Economy
 from .content_type import detect_content_type
 from .dispatch import declared_cap, result_cap
 from .exceptions import (
@@ -34,6 +34,7 @@ from .steps import (
     MISSING_RESULT_TEXT,
     Microcompactor,
     ResultBudget,
+    Step,
     StepContext,
     ToolCaps,
     repair_pairing,
@@ -53,6 +54,7 @@ __all__ = [
     "Config",
     "ConfigError",
     "DetectionError",
+    "Economy",
     "FileStore",
     "Format",
     "FormatError",
@@ -66,6 +68,7 @@ __all__ = [
     "Report",
     "ResultBudget",
     "Session",
+    "Step",
     "StepContext",
     "StoreError",
     "TextPart",
