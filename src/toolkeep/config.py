@@ -119,7 +119,7 @@ class Economy:
     """...and at most this many chars."""
     inputs: bool = True
     """Also shorten the long strings of old tool-call inputs (file contents sent by write and
-    edit calls), where the format keeps the input as a mapping (Anthropic)."""
+    edit calls), in formats whose rules say ``editable_arguments`` (every registered one)."""
     input_age: int = 6
     input_min_chars: int = 800
     input_head: int = 300
