@@ -45,7 +45,7 @@ from .messages import History, Message, ToolResultPart
 from .report import Report
 from .steps import MISSING, Memo, Plan, Step, StepContext
 from .steps._context import FORGETFUL
-from .steps.pairing import first_choice_id, survives_pruning
+from .steps.pairing import first_choice_id
 
 __all__ = ["Resolved", "SessionState", "common_prefix", "fingerprint", "run"]
 
@@ -246,7 +246,8 @@ class _Engine:
         bounds = [0, *bounds] if history else []
         ends = [*bounds[1:], len(history)] if bounds else []  # an empty request has no blocks
         counted = [
-            history[lo].role == "assistant" and survives_pruning(history[lo], hi - lo > 1, fmt)
+            history[lo].role == "assistant"
+            and all(s.keeps_turn(history[lo], hi - lo > 1, ctx) for s in steps)
             for lo, hi in zip(bounds, ends, strict=True)
         ]
         assistants = kept_calls + sum(counted)

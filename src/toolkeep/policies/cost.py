@@ -95,11 +95,14 @@ class CostModel:
         size = self.forms.size
         horizon = max(e.min_horizon, int(requests * e.horizon_share)) + 1
         read, write = e.cache_read, e.cache_write
-        best, best_net, freed, tail, position = 0, 0.0, 0, 0, cached
+        best, best_net, freed, tail, rewritten, position = 0, 0.0, 0, 0, 0, cached
         blocked = False
         for n, (item, want) in enumerate(pending, 1):
             if item.message < position:
-                tail += sum(chars[item.message : position])
+                span = chars[item.message : position]
+                tail += sum(span)
+                # messages sent as part of another (a format's placeholders) measure 0
+                rewritten += len(span) - span.count(0)
                 position = item.message
             freed += size(item, item.tier, ctx) - size(item, want, ctx)
             if freed / e.chars_per_token < e.clear_at_least:
@@ -108,7 +111,7 @@ class CostModel:
             # the rest of the tail is written at 1.25x once instead of read at 0.1x
             net = (read * freed * horizon - (write - read) * (tail - freed)) / e.chars_per_token
             # what it adds to this request, with the slack of the size estimate per message
-            extra = write * (tail - freed + SLACK * (cached - position)) - read * tail
+            extra = write * (tail - freed + SLACK * rewritten) - read * tail
             if net > best_net:
                 if extra <= allowance:
                     best, best_net = n, net

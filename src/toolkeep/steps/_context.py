@@ -182,6 +182,7 @@ class Step:
       block (an assistant message and the messages up to the next one) at a time;
     - :meth:`age_key`: what of a block's age its output depends on (two ages with the same key
       give the same output), and :meth:`age_horizon`, the age from which the key is constant;
+    - :meth:`keeps_turn`: whether an assistant message survives the step (ages count them);
     - :meth:`new_plan`: for a step whose output depends on the whole session so far (the
       cache-aware policy), the object that carries its decisions from one request to the next
       (:class:`Plan`); ``None`` for every other step.
@@ -206,6 +207,13 @@ class Step:
     def new_plan(self) -> Plan | None:
         """A fresh plan for a session, for steps that decide over the whole session."""
         return None
+
+    def keeps_turn(self, message: Message, followed: bool, ctx: StepContext) -> bool:
+        """Whether assistant ``message`` is still there after this step (``followed``: other
+        messages of its block come after it). Ages count the assistant messages a run keeps, so
+        the engine asks this of every step before it runs a block; a step that drops assistant
+        messages (pairing repair) says which."""
+        return True
 
 
 class Plan(Protocol):

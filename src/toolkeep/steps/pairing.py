@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from ..formats import Format
 from ..formats._base import CONTINUE_TEXT, blank_text
 from ..messages import History, Message, Part, TextPart, ToolCallPart, ToolResultPart
-from ._context import FORGETFUL, MISSING, StepContext, block_local
+from ._context import FORGETFUL, MISSING, FunctionStep, Step, StepContext
 
 __all__ = ["MISSING_RESULT_TEXT", "first_choice_id", "repair_pairing", "survives_pruning", "synthetic_result"]
 
@@ -40,8 +40,7 @@ class _Block:
     rest: list[tuple[int, Message]]
 
 
-@block_local
-def repair_pairing(history: History, ctx: StepContext) -> History:
+def _repair_pairing(history: History, ctx: StepContext) -> History:
     """Make every call answered exactly once, right after its assistant message.
 
     A block's repair depends only on its own messages and on the call ids of the blocks before
@@ -80,6 +79,17 @@ def repair_pairing(history: History, ctx: StepContext) -> History:
             given = [c.id for m in messages if m.role == "assistant" for c in m.calls]
             ctx.memo.put("pairing", anchor, (messages, repairs[first:], given), key)
     return out
+
+
+class _RepairPairing(FunctionStep):
+    """Pairing repair as a step: it may drop an assistant message, and says which."""
+
+    def keeps_turn(self, message: Message, followed: bool, ctx: StepContext) -> bool:
+        return survives_pruning(message, followed, ctx.format)
+
+
+repair_pairing: Step = _RepairPairing(_repair_pairing, local=True)
+"""Make every call answered exactly once, right after its assistant message (a step)."""
 
 
 def _blocks(history: History, offset: int = 0) -> list[_Block]:
@@ -135,25 +145,22 @@ def _prune_calls(
         seen.add(call.id)
         kept.append(call)
         calls.append((call, p.id))
-    if not m.parts and block.rest:
+    if not survives_pruning(m, bool(block.rest), ctx.format):
         # an empty assistant turn between others: providers reject it (Anthropic: "all messages
         # must have non-empty content except for the optional final assistant message")
-        report.add_repair("empty_assistant_dropped", "", i, "assistant message with no content")
+        report.add_repair(
+            "empty_assistant_dropped", "", i, "" if m.parts else "assistant message with no content"
+        )
         return None, []
-    if not changed:
-        return m, calls
-    if not kept:
-        report.add_repair("empty_assistant_dropped", "", i)
-        return None, []
-    return m.with_parts(kept), calls
+    return (m, calls) if not changed else (m.with_parts(kept), calls)
 
 
 def survives_pruning(m: Message, followed: bool, fmt: Format) -> bool:
     """True when pairing keeps assistant message ``m`` (``followed``: other messages of its block
-    come after it), decided without running it: the block engine ages results by it. Mirrors
-    :func:`_prune_calls`: ``m`` goes when it is empty and followed, or when nothing but results,
-    calls it prunes (no id, no name) and text the provider refuses is in it; the first part it
-    keeps decides."""
+    come after it): pairing decides by it, and the engine, which ages results by it, asks it
+    before running a block (:meth:`Step.keeps_turn`). ``m`` goes when it is empty and followed,
+    or when nothing but results, calls pairing prunes (no id, no name) and text the provider
+    refuses is in it; the first part it keeps decides."""
     if not m.parts:
         return not followed
     for p in m.parts:
