@@ -13,7 +13,7 @@ from typing import Any
 
 from ..exceptions import DetectionError, FormatError
 from . import _sdk
-from ._base import CallIdRule, Format, FormatRules, Violation
+from ._base import CallIdRule, Format, FormatRules, ToolSpec, Violation
 from .anthropic import AnthropicFormat
 from .bedrock import BedrockFormat
 from .gemini import GeminiFormat
@@ -26,6 +26,7 @@ __all__ = [
     "CallIdRule",
     "Format",
     "FormatRules",
+    "ToolSpec",
     "Violation",
     "detect_format",
     "get_format",

@@ -19,6 +19,7 @@ __all__ = [
     "Format",
     "FormatRules",
     "ToolMessageRules",
+    "ToolSpec",
     "Violation",
     "blank_text",
     "check_tool_messages",
@@ -131,6 +132,21 @@ class FormatRules:
     ``modified``) back in the provider's own shape, so a step may shorten call inputs."""
 
 
+@dataclass(frozen=True)
+class ToolSpec:
+    """A tool as every provider describes it, before it is put in one provider's schema."""
+
+    name: str
+    description: str
+    schema: Mapping[str, Any]
+    """The JSON schema of the tool's arguments (an ``object`` schema)."""
+
+    def fresh_schema(self) -> dict[str, Any]:
+        """A deep copy of :attr:`schema`: each definition made gets its own, free to change."""
+        copy: dict[str, Any] = json.loads(json.dumps(self.schema))
+        return copy
+
+
 class Format(ABC):
     """A provider's history format: load to the neutral model, dump back, validate.
 
@@ -177,6 +193,11 @@ class Format(ABC):
     @abstractmethod
     def validate(self, history: History) -> list[Violation]:
         """Every breach of the provider's pairing rules in a loaded history."""
+
+    def tool_definitions(self, specs: Sequence[ToolSpec]) -> list[Any]:
+        """``specs`` as the provider's request takes its tools, as plain data (JSON-ready), each
+        definition with its own copy of the schema."""
+        raise NotImplementedError(f"{self.name} has no tool definitions")
 
 
 @dataclass(frozen=True, slots=True)

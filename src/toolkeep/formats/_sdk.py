@@ -22,7 +22,7 @@ from dataclasses import replace
 from typing import Any, ClassVar
 
 from ..messages import History, Message, ToolResultPart
-from ._base import Format, Violation
+from ._base import Format, ToolSpec, Violation
 
 __all__ = ["ObjectFormat", "has_objects", "is_sdk_object", "plain_view", "wrap"]
 
@@ -182,6 +182,9 @@ class ObjectFormat(Format):
 
     def validate(self, history: History) -> list[Violation]:
         return self.inner.validate(history)
+
+    def tool_definitions(self, specs: Sequence[ToolSpec]) -> list[Any]:
+        return self.inner.tool_definitions(specs)
 
 
 def _call_like(value: Any, calls: dict[str, Any]) -> Any:

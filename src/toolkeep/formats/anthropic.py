@@ -8,7 +8,16 @@ from typing import Any
 
 from ..exceptions import FormatError
 from ..messages import History, Message, OpaquePart, Part, TextPart, ToolCallPart, ToolResultPart
-from ._base import CallIdRule, Format, FormatRules, Violation, blank_text, changed_arguments, expect_mapping
+from ._base import (
+    CallIdRule,
+    Format,
+    FormatRules,
+    ToolSpec,
+    Violation,
+    blank_text,
+    changed_arguments,
+    expect_mapping,
+)
 
 __all__ = ["AnthropicFormat", "replace_text_content", "result_text"]
 
@@ -279,6 +288,11 @@ class AnthropicFormat(Format):
                 )
             claimed.add(p.call_id)
         return out
+
+    def tool_definitions(self, specs: Sequence[ToolSpec]) -> list[Any]:
+        return [
+            {"name": s.name, "description": s.description, "input_schema": s.fresh_schema()} for s in specs
+        ]
 
 
 def _field_str(block: Mapping[str, Any], key: str, index: int, j: int) -> str:

@@ -35,6 +35,7 @@ from ._base import (
     CallIdRule,
     Format,
     FormatRules,
+    ToolSpec,
     Violation,
     blank_text,
     changed_arguments,
@@ -323,6 +324,19 @@ class BedrockFormat(Format):
                 )
             claimed.add(p.call_id)
         return out
+
+    def tool_definitions(self, specs: Sequence[ToolSpec]) -> list[Any]:
+        """``toolSpec`` entries for ``toolConfig={"tools": [...]}``."""
+        return [
+            {
+                "toolSpec": {
+                    "name": s.name,
+                    "description": s.description,
+                    "inputSchema": {"json": s.fresh_schema()},
+                }
+            }
+            for s in specs
+        ]
 
 
 def _merge(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, Any]:

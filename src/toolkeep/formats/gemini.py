@@ -22,7 +22,15 @@ from typing import Any
 
 from ..exceptions import FormatError
 from ..messages import History, Message, OpaquePart, Part, TextPart, ToolCallPart, ToolResultPart
-from ._base import Format, FormatRules, Violation, changed_arguments, expect_mapping, results_in_next_user
+from ._base import (
+    Format,
+    FormatRules,
+    ToolSpec,
+    Violation,
+    changed_arguments,
+    expect_mapping,
+    results_in_next_user,
+)
 
 __all__ = ["GeminiFormat"]
 
@@ -243,6 +251,14 @@ class GeminiFormat(Format):
             out.append(Violation(i, dup, "duplicate_id", f"contents[{i}]: duplicate function call id {dup}."))
         return out
 
+    def tool_definitions(self, specs: Sequence[ToolSpec]) -> list[Any]:
+        """One ``Tool`` holding a ``function_declarations`` entry per spec."""
+        declarations = [
+            {"name": s.name, "description": s.description, "parameters": _gemini_schema(s.fresh_schema())}
+            for s in specs
+        ]
+        return [{"function_declarations": declarations}]
+
 
 def _nameless_id(name: str, seen: dict[str, int]) -> str:
     """The id of the next id-less call (or response) of ``name`` in a turn: ``name#k``."""
@@ -279,3 +295,12 @@ def _ids(calls: Sequence[ToolCallPart]) -> str:
 
 def _str(value: Any) -> str:
     return value if isinstance(value, str) else ""
+
+
+def _gemini_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
+    """Gemini's OpenAPI subset: no ``minimum`` on integers in every model; keep what all accept."""
+    props = {
+        name: {k: v for k, v in prop.items() if k in ("type", "description")}
+        for name, prop in schema["properties"].items()
+    }
+    return {"type": "object", "properties": props, "required": list(schema["required"])}

@@ -22,12 +22,14 @@ from ._base import (
     Format,
     FormatRules,
     ToolMessageRules,
+    ToolSpec,
     Violation,
     arguments_json,
     changed_arguments,
     check_tool_messages,
     results_as_tool_messages,
 )
+from .openai_chat import function_tools
 
 __all__ = ["LangChainFormat", "is_langchain_message"]
 
@@ -211,6 +213,10 @@ class LangChainFormat(Format):
 
     def validate(self, history: History) -> list[Violation]:
         return check_tool_messages(history, _RULES)
+
+    def tool_definitions(self, specs: Sequence[ToolSpec]) -> list[Any]:
+        """OpenAI-style dicts, as ``bind_tools`` takes them."""
+        return function_tools(specs)
 
 
 _RULES = ToolMessageRules(

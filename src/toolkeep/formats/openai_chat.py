@@ -13,6 +13,7 @@ from ._base import (
     Format,
     FormatRules,
     ToolMessageRules,
+    ToolSpec,
     Violation,
     arguments_json,
     changed_arguments,
@@ -20,7 +21,7 @@ from ._base import (
     expect_mapping,
 )
 
-__all__ = ["OpenAIChatFormat", "content_text"]
+__all__ = ["OpenAIChatFormat", "content_text", "function_tools"]
 
 _ROLES = ("system", "developer", "user", "assistant", "tool", "function")
 
@@ -158,6 +159,9 @@ class OpenAIChatFormat(Format):
     def validate(self, history: History) -> list[Violation]:
         return check_tool_messages(history, _RULES, _ID_RULE)
 
+    def tool_definitions(self, specs: Sequence[ToolSpec]) -> list[Any]:
+        return function_tools(specs)
+
 
 _RULES = ToolMessageRules(
     empty_id=lambda i: (
@@ -190,3 +194,15 @@ def _field_str(obj: Mapping[str, Any], key: str, index: int, field: str) -> str:
     if value is None or isinstance(value, str):
         return value or ""
     raise FormatError(f"{key} must be a string, got {type(value).__name__}", index=index, field=field)
+
+
+def function_tools(specs: Sequence[ToolSpec]) -> list[Any]:
+    """``{"type": "function", "function": {...}}`` tool definitions (Chat Completions, and
+    LangChain's ``bind_tools``)."""
+    return [
+        {
+            "type": "function",
+            "function": {"name": s.name, "description": s.description, "parameters": s.fresh_schema()},
+        }
+        for s in specs
+    ]

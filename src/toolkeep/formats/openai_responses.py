@@ -47,6 +47,7 @@ from ._base import (
     CONTINUE_TEXT,
     Format,
     FormatRules,
+    ToolSpec,
     Violation,
     arguments_json,
     changed_arguments,
@@ -404,3 +405,15 @@ class OpenAIResponsesFormat(Format):
             calls[p.id] = kind
             pending[p.id] = (at, kind)
         return out
+
+    def tool_definitions(self, specs: Sequence[ToolSpec]) -> list[Any]:
+        return [
+            {
+                "type": "function",
+                "name": s.name,
+                "description": s.description,
+                "parameters": s.fresh_schema(),
+                "strict": False,
+            }
+            for s in specs
+        ]
