@@ -8,22 +8,28 @@ import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeAlias
 
 from ..exceptions import FormatError
 from ..messages import History, Message, Part, TextPart, ToolCallPart, ToolResultPart
 
 __all__ = [
     "CONTINUE_TEXT",
+    "Answer",
     "CallIdRule",
     "Format",
     "FormatRules",
+    "ToolCall",
     "ToolMessageRules",
     "ToolSpec",
     "Violation",
     "blank_text",
     "check_tool_messages",
     "expect_mapping",
+    "field_of",
+    "items_of",
+    "list_in",
+    "parse_arguments",
 ]
 
 CONTINUE_TEXT = "(continue)"
@@ -147,6 +153,31 @@ class ToolSpec:
         return copy
 
 
+class ToolCall:
+    """One call the model made: ``id``, tool ``name`` and ``arguments`` (a mapping, or the raw
+    JSON string when it does not parse)."""
+
+    __slots__ = ("arguments", "id", "name")
+
+    def __init__(self, id: str, name: str, arguments: Mapping[str, Any] | str) -> None:
+        self.id = id
+        self.name = name
+        self.arguments = arguments
+
+    def __repr__(self) -> str:
+        return f"ToolCall({self.id!r}, {self.name!r}, {self.arguments!r})"
+
+    @classmethod
+    def read(cls, id: Any, name: Any, arguments: Any) -> ToolCall:
+        """The call a response's fields make, whatever they hold: an id or a name that is no
+        string as ``""``, the arguments through :func:`parse_arguments`."""
+        return cls(_string(id), _string(name), parse_arguments(arguments))
+
+
+Answer: TypeAlias = tuple[ToolCall, str, bool]
+"""A call with its result: ``(call, text, is_error)``."""
+
+
 class Format(ABC):
     """A provider's history format: load to the neutral model, dump back, validate.
 
@@ -198,6 +229,19 @@ class Format(ABC):
         """``specs`` as the provider's request takes its tools, as plain data (JSON-ready), each
         definition with its own copy of the schema."""
         raise NotImplementedError(f"{self.name} has no tool definitions")
+
+    def response_calls(self, response: Any) -> list[ToolCall]:
+        """The tool calls in a model response: the SDK's response object, its ``model_dump()``,
+        or the assistant message (or output items) itself, in order. Never raises on what a
+        model sends: arguments that do not parse come as their text (:func:`parse_arguments`),
+        a response of any other shape holds no calls."""
+        raise NotImplementedError(f"{self.name} reads no tool calls from a model response")
+
+    def result_messages(self, answered: Sequence[Answer]) -> list[Any]:
+        """The messages answering ``answered`` calls of one response, to append to the history
+        right after the model's message (``[]`` for no calls): together they pass
+        :meth:`validate`."""
+        raise NotImplementedError(f"{self.name} builds no result messages")
 
 
 @dataclass(frozen=True, slots=True)
@@ -274,3 +318,55 @@ def results_as_tool_messages(results: list[ToolResultPart], rest: list[Message])
     """``pack_results`` for formats with one ``tool`` message (or item) per result."""
     packed = [Message("tool", (r,), raw=r.raw, dirty=r.raw is None or r.modified) for r in results]
     return [*packed, *rest]
+
+
+# ----------------------------------------------------------------------------- model responses
+
+
+def field_of(obj: Any, name: str, default: Any = None) -> Any:
+    """A field of an SDK object or of its dict form (``model_dump()``); ``default`` when absent."""
+    if isinstance(obj, Mapping):
+        return obj.get(name, default)
+    return getattr(obj, name, default)
+
+
+def items_of(value: Any) -> list[Any]:
+    """The items of a list field (an SDK's list or tuple); ``[]`` for anything else."""
+    return list(value) if isinstance(value, (list, tuple)) else []
+
+
+def list_in(value: Any, key: str) -> list[Any]:
+    """The items ``value`` is, when it is a list (an assistant message's content, a response's
+    output items, given as they are), else those of its field ``key``."""
+    return items_of(value if isinstance(value, (list, tuple)) else field_of(value, key))
+
+
+def _string(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def parse_arguments(value: Any) -> Mapping[str, Any] | str:
+    """A call's arguments as a mapping: as given, or parsed from the JSON text some providers
+    send (OpenAI); ``{}`` for none.
+
+    Never raises on what a model sends: text that is no JSON object (malformed or cut short, a
+    list, a number too long for ``int()``, nesting too deep for the parser) comes back as the text
+    itself, and a value of any other type as its JSON text."""
+    if isinstance(value, Mapping):
+        return value
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return {}
+    if not isinstance(value, str):
+        return _json_text(value)
+    try:
+        parsed = json.loads(value)
+    except (ValueError, RecursionError):  # ValueError: bad JSON, or an int past int()'s limit
+        return value
+    return parsed if isinstance(parsed, Mapping) else value
+
+
+def _json_text(value: Any) -> str:
+    try:
+        return json.dumps(value, ensure_ascii=False, default=str)
+    except (TypeError, ValueError, RecursionError):  # odd keys, a cycle, nested too deep
+        return f"<{type(value).__name__}>"

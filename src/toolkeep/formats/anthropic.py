@@ -9,14 +9,18 @@ from typing import Any
 from ..exceptions import FormatError
 from ..messages import History, Message, OpaquePart, Part, TextPart, ToolCallPart, ToolResultPart
 from ._base import (
+    Answer,
     CallIdRule,
     Format,
     FormatRules,
+    ToolCall,
     ToolSpec,
     Violation,
     blank_text,
     changed_arguments,
     expect_mapping,
+    field_of,
+    list_in,
 )
 
 __all__ = ["AnthropicFormat", "replace_text_content", "result_text"]
@@ -293,6 +297,27 @@ class AnthropicFormat(Format):
         return [
             {"name": s.name, "description": s.description, "input_schema": s.fresh_schema()} for s in specs
         ]
+
+    def response_calls(self, response: Any) -> list[ToolCall]:
+        """The ``tool_use`` blocks of a ``Message`` (or its dict), of an assistant message, or of
+        its ``content`` list."""
+        return [
+            ToolCall.read(field_of(b, "id"), field_of(b, "name"), field_of(b, "input"))
+            for b in list_in(response, "content")
+            if field_of(b, "type") == "tool_use"
+        ]
+
+    def result_messages(self, answered: Sequence[Answer]) -> list[Any]:
+        """One user message of ``tool_result`` blocks, in the order of the calls."""
+        if not answered:
+            return []
+        blocks = []
+        for call, text, error in answered:
+            block: dict[str, Any] = {"type": "tool_result", "tool_use_id": call.id, "content": text}
+            if error:
+                block["is_error"] = True
+            blocks.append(block)
+        return [{"role": "user", "content": blocks}]
 
 
 def _field_str(block: Mapping[str, Any], key: str, index: int, j: int) -> str:

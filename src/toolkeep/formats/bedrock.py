@@ -32,14 +32,18 @@ from ..exceptions import FormatError
 from ..messages import History, Message, OpaquePart, Part, TextPart, ToolCallPart, ToolResultPart
 from ._base import (
     CONTINUE_TEXT,
+    Answer,
     CallIdRule,
     Format,
     FormatRules,
+    ToolCall,
     ToolSpec,
     Violation,
     blank_text,
     changed_arguments,
     expect_mapping,
+    field_of,
+    list_in,
 )
 
 __all__ = ["CONTINUE_MESSAGE", "BedrockFormat"]
@@ -337,6 +341,29 @@ class BedrockFormat(Format):
             }
             for s in specs
         ]
+
+    def response_calls(self, response: Any) -> list[ToolCall]:
+        """The ``toolUse`` blocks of a Converse response's ``output.message`` (boto3 gives a
+        dict), or of the assistant message or its ``content`` list."""
+        message = field_of(field_of(response, "output"), "message", response)
+        uses = [field_of(block, "toolUse") for block in list_in(message, "content")]
+        return [
+            ToolCall.read(use.get("toolUseId"), use.get("name"), use.get("input"))
+            for use in uses
+            if isinstance(use, Mapping)
+        ]
+
+    def result_messages(self, answered: Sequence[Answer]) -> list[Any]:
+        """One user message of ``toolResult`` blocks (``status: "error"`` for a failure)."""
+        if not answered:
+            return []
+        blocks = []
+        for call, text, error in answered:
+            result: dict[str, Any] = {"toolUseId": call.id, "content": [{"text": text}]}
+            if error:
+                result["status"] = "error"
+            blocks.append({"toolResult": result})
+        return [{"role": "user", "content": blocks}]
 
 
 def _merge(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, Any]:

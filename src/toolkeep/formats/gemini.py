@@ -23,12 +23,17 @@ from typing import Any
 from ..exceptions import FormatError
 from ..messages import History, Message, OpaquePart, Part, TextPart, ToolCallPart, ToolResultPart
 from ._base import (
+    Answer,
     Format,
     FormatRules,
+    ToolCall,
     ToolSpec,
     Violation,
     changed_arguments,
     expect_mapping,
+    field_of,
+    items_of,
+    list_in,
     results_in_next_user,
 )
 
@@ -259,6 +264,39 @@ class GeminiFormat(Format):
         ]
         return [{"function_declarations": declarations}]
 
+    def response_calls(self, response: Any) -> list[ToolCall]:
+        """The ``function_call`` parts of a ``GenerateContentResponse``'s first candidate (or
+        its dict, in either spelling), or of the model's ``Content`` or parts themselves. A call
+        without an id is known as ``name#k``, as :meth:`load` knows it, and
+        :meth:`result_messages` answers it by name."""
+        candidates = items_of(field_of(response, "candidates"))
+        content = field_of(candidates[0], "content") if candidates else response
+        out = []
+        seen: dict[str, int] = {}
+        for part in list_in(content, "parts"):
+            call = next((c for c in (field_of(part, k) for k in _CALL_KEYS) if _is_record(c)), None)
+            if call is None:
+                continue
+            name = _str(field_of(call, "name"))
+            call_id = _str(field_of(call, "id")) or _nameless_id(name, seen)
+            out.append(ToolCall.read(call_id, name, field_of(call, "args")))
+        return out
+
+    def result_messages(self, answered: Sequence[Answer]) -> list[Any]:
+        """One user ``Content`` of ``function_response`` parts, each naming its call (and giving
+        its id, where the model gave one); the text is ``response.output``, or
+        ``response.error`` for a failure."""
+        if not answered:
+            return []
+        parts = []
+        for call, text, error in answered:
+            body: dict[str, Any] = {"name": call.name}
+            if not _is_nameless(call.id, call.name):
+                body["id"] = call.id
+            body["response"] = {"error" if error else "output": text}
+            parts.append({"function_response": body})
+        return [{"role": "user", "parts": parts}]
+
 
 def _nameless_id(name: str, seen: dict[str, int]) -> str:
     """The id of the next id-less call (or response) of ``name`` in a turn: ``name#k``."""
@@ -270,16 +308,17 @@ def _match_by_name(calls: list[ToolCallPart], name: str, seen: dict[str, int]) -
     """The id of the call an id-less response of ``name`` answers: the k-th id-less call of that
     name; or, when the turn's calls all carry ids, the k-th call of that name."""
     own = _nameless_id(name, seen)
-    if any(c.id == own for c in calls) or all(_is_nameless(c) for c in calls if c.name == name):
+    if any(c.id == own for c in calls) or all(_is_nameless(c.id, c.name) for c in calls if c.name == name):
         return own
     named = [c for c in calls if c.name == name]
     k = seen[name]
     return named[k - 1].id if k <= len(named) else own
 
 
-def _is_nameless(call: ToolCallPart) -> bool:
-    head, _, k = call.id.rpartition("#")
-    return head == call.name and k.isdigit()
+def _is_nameless(call_id: str, name: str) -> bool:
+    """True for the id toolkeep gives a call that came without one (``name#k``)."""
+    head, _, k = call_id.rpartition("#")
+    return head == name and k.isdigit()
 
 
 def _snake(m: Message) -> bool:
@@ -304,3 +343,8 @@ def _gemini_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
         for name, prop in schema["properties"].items()
     }
     return {"type": "object", "properties": props, "required": list(schema["required"])}
+
+
+def _is_record(value: Any) -> bool:
+    """True for a part's ``function_call``: a mapping or an SDK object (not a stray scalar)."""
+    return value is not None and not isinstance(value, (str, bytes, int, float, list, tuple))

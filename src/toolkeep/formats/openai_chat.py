@@ -9,9 +9,11 @@ from typing import Any
 from ..exceptions import FormatError
 from ..messages import History, Message, OpaquePart, Part, TextPart, ToolCallPart, ToolResultPart
 from ._base import (
+    Answer,
     CallIdRule,
     Format,
     FormatRules,
+    ToolCall,
     ToolMessageRules,
     ToolSpec,
     Violation,
@@ -19,6 +21,8 @@ from ._base import (
     changed_arguments,
     check_tool_messages,
     expect_mapping,
+    field_of,
+    items_of,
 )
 
 __all__ = ["OpenAIChatFormat", "content_text", "function_tools"]
@@ -161,6 +165,25 @@ class OpenAIChatFormat(Format):
 
     def tool_definitions(self, specs: Sequence[ToolSpec]) -> list[Any]:
         return function_tools(specs)
+
+    def response_calls(self, response: Any) -> list[ToolCall]:
+        """The function ``tool_calls`` of a ``ChatCompletion``'s first choice (or its dict), or
+        of the assistant message itself."""
+        choices = items_of(field_of(response, "choices"))
+        message = field_of(choices[0], "message") if choices else response
+        out = []
+        for c in items_of(field_of(message, "tool_calls")):
+            function = field_of(c, "function")
+            if function is None:
+                continue  # a custom tool's call: no function to run
+            out.append(
+                ToolCall.read(field_of(c, "id"), field_of(function, "name"), field_of(function, "arguments"))
+            )
+        return out
+
+    def result_messages(self, answered: Sequence[Answer]) -> list[Any]:
+        """One ``role: "tool"`` message per call (Chat Completions has no error flag)."""
+        return [{"role": "tool", "tool_call_id": call.id, "content": text} for call, text, _ in answered]
 
 
 _RULES = ToolMessageRules(

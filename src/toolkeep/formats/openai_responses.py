@@ -45,13 +45,17 @@ from ..exceptions import FormatError
 from ..messages import History, Message, OpaquePart, Part, ToolCallPart, ToolResultPart
 from ._base import (
     CONTINUE_TEXT,
+    Answer,
     Format,
     FormatRules,
+    ToolCall,
     ToolSpec,
     Violation,
     arguments_json,
     changed_arguments,
     expect_mapping,
+    field_of,
+    list_in,
     results_as_tool_messages,
 )
 
@@ -416,4 +420,19 @@ class OpenAIResponsesFormat(Format):
                 "strict": False,
             }
             for s in specs
+        ]
+
+    def response_calls(self, response: Any) -> list[ToolCall]:
+        """The ``function_call`` items of a ``Response``'s ``output`` (or its dict), or of the
+        output items themselves."""
+        return [
+            ToolCall.read(field_of(i, "call_id"), field_of(i, "name"), field_of(i, "arguments"))
+            for i in list_in(response, "output")
+            if field_of(i, "type") == "function_call"
+        ]
+
+    def result_messages(self, answered: Sequence[Answer]) -> list[Any]:
+        """One ``function_call_output`` item per call (the Responses API has no error flag)."""
+        return [
+            {"type": "function_call_output", "call_id": call.id, "output": text} for call, text, _ in answered
         ]
