@@ -1,5 +1,5 @@
 """What each format knows about its provider beyond histories: tool definitions in its schema,
-the tool calls in a model response, and the messages that answer them.
+the tool calls in a model response, the messages that answer them, and a message's size as sent.
 
 Parametrized over every registered format (``toolkeep.formats.FORMATS``) and, where it applies,
 the SDK-object wrapper of each. Responses come as the SDKs' own types (anthropic ``Message``,
@@ -9,6 +9,7 @@ parsed Converse dict), as their dicts, and as the message or items an agent appe
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -21,14 +22,23 @@ from hypothesis import strategies as st
 
 import toolkeep
 from toolkeep import recall
-from toolkeep.formats import FORMATS, Format, ToolCall, ToolSpec, resolve_format
-from toolkeep.formats._sdk import wrap
+from toolkeep.formats import FORMATS, MESSAGE_CHARS_SLACK, Format, ToolCall, ToolSpec, resolve_format
+from toolkeep.formats._sdk import _dump_model, is_sdk_object, wrap
 from toolkeep.integrations.raw import LOOP_FORMATS
+from toolkeep.messages import History, Message, Part, ToolCallPart, ToolResultPart
+from toolkeep.pipeline import build_steps
+from toolkeep.steps import StepContext
 
 from .strategies import (
+    configs,
+    every_format_histories,
+    histories,
     json_values,
     property_settings,
+    sdk_anthropic_histories,
+    sdk_openai_chat_histories,
 )
+from .test_formats_golden import GOLDEN, expand
 
 NAMES = list(FORMATS)
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -618,3 +628,151 @@ def test_bedrock_results_pass_botocore() -> None:
         "toolResult": {"toolUseId": "t2", "content": [{"text": ""}], "status": "error"}
     }
     assert_converse_accepts(history)
+
+
+# ---------------------------------------------------------------------------------- message sizes
+
+
+def sent_chars(fmt: Format, m: Message) -> int:
+    """Chars of ``m`` as its format sends it: the compact JSON of what ``dump`` makes of it alone
+    (Bedrock's ``(continue)`` before a lone assistant message left out; an SDK object as the dict
+    its SDK sends; a LangChain object as its ``messages_to_dict`` form)."""
+    out = fmt.dump([m])
+    if fmt.name == "bedrock" and m.role == "assistant":
+        out = out[1:]
+    return sum(len(compact(plain(x))) for x in out)
+
+
+def plain(value: Any) -> Any:
+    """``value`` with every SDK object in it as the dict its SDK sends, and a LangChain message
+    as its ``messages_to_dict`` form."""
+    if is_sdk_object(value):
+        return _dump_model(value)
+    if type(value).__module__.startswith("langchain_core."):
+        from langchain_core.messages import messages_to_dict
+
+        return messages_to_dict([value])[0]
+    if isinstance(value, dict):
+        return {k: plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [plain(v) for v in value]
+    return value
+
+
+def prepared_history(messages: list[Any], fmt: Format, config: toolkeep.Config) -> History:
+    """The neutral history the policy's steps end with (pairing repaired, results and inputs
+    cut), run over the whole history as a one-off ``run_pipeline`` runs them."""
+    ctx = StepContext(fmt, config)
+    history = fmt.load(messages)
+    for step in build_steps(config):
+        history = step(history, ctx)
+    return history
+
+
+def size_misses(messages: list[Any], name: str, config: toolkeep.Config) -> tuple[list[int], int]:
+    """How far ``message_chars`` misses each message's size as sent, as loaded, as prepared and
+    with every result halved (each within the slack); and how many prepared ones were rebuilt."""
+    fmt = resolve_format(messages, name)
+    prepared = prepared_history(messages, fmt, config)
+    loaded = fmt.load(messages)
+    misses = []
+    for label, history in (("loaded", loaded), ("prepared", prepared), ("halved", halved(loaded))):
+        for i, m in enumerate(history):
+            estimate, real = fmt.message_chars(m), sent_chars(fmt, m)
+            assert abs(estimate - real) <= MESSAGE_CHARS_SLACK, (label, i, m.role, m.dirty, estimate, real)
+            misses.append(estimate - real)
+    return misses, sum(m.dirty for m in prepared)
+
+
+def halved(history: History) -> History:
+    """``history`` with every result cut to the first half of its text (flagged an error when
+    it was none, and the other way round) and every call given new arguments, in the shape the
+    provider holds them (a JSON string for OpenAI, a mapping elsewhere)."""
+    out = []
+    for m in history:
+        if m.results or m.calls:
+            m = m.with_parts([edited(p) for p in m.parts])
+        out.append(m)
+    return out
+
+
+def edited(p: Part) -> Part:
+    if isinstance(p, ToolResultPart):
+        return p.with_text(p.text[: len(p.text) // 2], is_error=not p.is_error)
+    if isinstance(p, ToolCallPart):
+        return p.with_arguments('{"cut": "\u00e9 1"}' if isinstance(p.arguments, str) else {"cut": "é 1"})
+    return p
+
+
+GOLDEN_CASES = sorted(GOLDEN.glob("*/*.input.json"))
+
+
+@pytest.mark.parametrize("path", GOLDEN_CASES, ids=lambda p: f"{p.parent.name}/{p.name.split('.')[0]}")
+def test_message_chars_on_golden_histories(path: Path) -> None:
+    """The golden histories (images, cache points, thinking, server tools, unknown keys), as
+    loaded and as prepared with the default config and with small limits (more rebuilt): the
+    estimate follows every shape in them to the char."""
+    messages = expand(json.loads(path.read_text(encoding="utf-8")))
+    small = toolkeep.Config(
+        default_tool_cap=200, max_result_chars=100, compact_min_chars=0, truncate_turns=0, summarize_turns=1
+    )
+    for config in (toolkeep.Config(), small):
+        misses, rebuilt = size_misses(messages, path.parent.name, config)
+        assert not any(misses)
+    assert rebuilt > 0 or path.name.startswith("valid")  # the small limits changed something
+    if path.parent.name == "langchain":
+        from langchain_core.messages import messages_from_dict
+
+        misses, _ = size_misses(messages_from_dict(messages), "langchain", small)
+        assert not any(misses)
+
+
+@property_settings(40)
+@given(
+    case=st.one_of(
+        histories(),
+        every_format_histories(),
+        sdk_anthropic_histories().map(lambda h: ("anthropic", h)),
+        sdk_openai_chat_histories().map(lambda h: ("openai-chat", h)),
+    ),
+    config=configs(),
+    policy=st.sampled_from(["default", "economy"]),
+)
+def test_message_chars_on_generated_histories(
+    case: tuple[str, list[Any]], config: toolkeep.Config, policy: str
+) -> None:
+    """Broken histories of every format (dicts and SDK objects), loaded and prepared (by the
+    economy policy too, which shortens call inputs): each message within the slack, and the
+    misses of a whole history within one slack too (no per-message bias adds up over a long
+    session)."""
+    name, messages = case
+    misses, _ = size_misses(messages, name, dataclasses.replace(config, policy=policy))
+    assert abs(sum(misses)) <= MESSAGE_CHARS_SLACK
+
+
+BIG = "x" * 1_000_000
+BIG_RESULTS: dict[str, Any] = {
+    "anthropic": {
+        "role": "user",
+        "content": [
+            {"type": "tool_result", "tool_use_id": "t", "content": [{"type": "text", "text": BIG}, {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBO"}}], "cache_control": {"type": "ephemeral"}}
+        ],
+    },
+    "openai-chat": {"role": "tool", "tool_call_id": "t", "content": BIG, "name": "read"},
+    "openai-responses": {"type": "function_call_output", "id": "fco_1", "call_id": "t", "output": BIG, "status": "completed"},
+    "gemini": {"role": "user", "parts": [{"functionResponse": {"name": "r", "id": "t", "response": {"output": BIG, "exit_code": 1}}}]},
+    "bedrock": {"role": "user", "content": [{"toolResult": {"toolUseId": "t", "content": [{"text": BIG}, {"json": {"rows": 3}}], "status": "success"}}]},
+    "langchain": {"type": "tool", "data": {"content": BIG, "tool_call_id": "t", "type": "tool", "artifact": {"rows": 3}, "status": "success"}},
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_message_chars_prices_a_cut_result_at_its_new_text(name: str) -> None:
+    """A result of 1 MB, with the keys and blocks its provider sends beside the text, cut short
+    (and flagged an error): priced at its new text, everything beside it counted to the char."""
+    fmt = FORMATS[name]
+    (m,) = fmt.load([BIG_RESULTS[name]])
+    (result,) = m.results
+    cut = m.with_parts([result.with_text("short", is_error=True)])
+    assert fmt.message_chars(m) == sent_chars(fmt, m) > 1_000_000
+    assert fmt.message_chars(cut) == sent_chars(fmt, cut) < 400

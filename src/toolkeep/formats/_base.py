@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypeAlias
 
@@ -15,6 +16,7 @@ from ..messages import History, Message, Part, TextPart, ToolCallPart, ToolResul
 
 __all__ = [
     "CONTINUE_TEXT",
+    "MESSAGE_CHARS_SLACK",
     "Answer",
     "CallIdRule",
     "Format",
@@ -24,12 +26,17 @@ __all__ = [
     "ToolSpec",
     "Violation",
     "blank_text",
+    "blocks_chars",
     "check_tool_messages",
     "expect_mapping",
     "field_of",
+    "input_chars",
     "items_of",
+    "list_chars",
     "list_in",
+    "object_chars",
     "parse_arguments",
+    "text_chars",
 ]
 
 CONTINUE_TEXT = "(continue)"
@@ -177,6 +184,10 @@ class ToolCall:
 Answer: TypeAlias = tuple[ToolCall, str, bool]
 """A call with its result: ``(call, text, is_error)``."""
 
+MESSAGE_CHARS_SLACK = 50
+"""Chars by which :meth:`Format.message_chars` may miss a message as its format sends it (text
+blocks merged into one, a key the dump adds or drops in a way the estimate does not follow)."""
+
 
 class Format(ABC):
     """A provider's history format: load to the neutral model, dump back, validate.
@@ -242,6 +253,34 @@ class Format(ABC):
         right after the model's message (``[]`` for no calls): together they pass
         :meth:`validate`."""
         raise NotImplementedError(f"{self.name} builds no result messages")
+
+    def message_chars(self, message: Message) -> int:
+        """Chars of ``message`` as this format sends it (compact JSON of the provider's shape),
+        within :data:`MESSAGE_CHARS_SLACK`; texts are measured, not dumped.
+
+        Here, for a format that does not say better: priced as an Anthropic message, from the
+        neutral parts alone."""
+        size = _MESSAGE_OVERHEAD
+        for p in message.parts:
+            if isinstance(p, ToolResultPart):
+                size += _RESULT_OVERHEAD + len(p.call_id) + text_chars(p.text)
+            elif isinstance(p, TextPart):
+                size += _PART_OVERHEAD + text_chars(p.text)
+            elif isinstance(p, ToolCallPart):
+                size += _CALL_OVERHEAD + len(p.id) + len(p.name) + input_chars(p.arguments)
+            else:
+                size += input_chars(p.raw)
+        return size
+
+
+_MESSAGE_OVERHEAD = 30
+"""Chars of a message besides its parts (``{"role":"user","content":[...]}``)."""
+_PART_OVERHEAD = 26
+"""Chars of a part besides its contents and ids (``{"type":"text","text":"..."}``)."""
+_RESULT_OVERHEAD = 54
+"""Chars of a tool result part besides its text and call id."""
+_CALL_OVERHEAD = 46
+"""Chars of a tool call part besides its id, name and input."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -370,3 +409,67 @@ def _json_text(value: Any) -> str:
         return json.dumps(value, ensure_ascii=False, default=str)
     except (TypeError, ValueError, RecursionError):  # odd keys, a cycle, nested too deep
         return f"<{type(value).__name__}>"
+
+
+# ------------------------------------------------------------------------------------ sizes
+
+
+def text_chars(text: str) -> int:
+    """Chars of ``text`` as a JSON string's contents (escapes counted, quotes not)."""
+    return len(json.dumps(text, ensure_ascii=False)) - 2
+
+
+def input_chars(value: Any) -> int:
+    """Chars of a value (a tool call's input, a block sent as it came) as compact JSON."""
+    return len(json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str))
+
+
+def list_chars(sizes: Iterable[int]) -> int:
+    """Chars of a compact JSON array whose items take ``sizes`` chars each."""
+    total = count = 0
+    for size in sizes:
+        total += size
+        count += 1
+    return 2 + total + max(count - 1, 0)
+
+
+def blocks_chars(content: Any, text: str, text_type: str, *, strings_are_text: bool = False) -> int:
+    """Chars of a result's ``content`` once its text blocks (``type`` ``text_type``; and bare
+    strings, with ``strings_are_text``) are replaced by one such block holding ``text``, put
+    first: what the dumps send for a result that came as a list of blocks. Of ``text`` alone
+    when ``content`` is no list."""
+    if not isinstance(content, list):
+        return input_chars(text)
+    rest = [
+        b
+        for b in content
+        if not (
+            (strings_are_text and isinstance(b, str))
+            or (isinstance(b, Mapping) and b.get("type") == text_type)
+        )
+    ]
+    return list_chars(
+        [object_chars({"type": text_type}, {"text": input_chars(text)}), *map(input_chars, rest)]
+    )
+
+
+def object_chars(base: Mapping[str, Any] | None, sized: Mapping[str, int | None]) -> int:
+    """Chars of ``base`` as compact JSON once each key of ``sized`` holds a value of that many
+    chars (set or added; ``None``: the key removed): what a dump that copies a block and sets
+    some of its keys sends, without dumping the values it sets."""
+    total = count = 0
+    for key, value in base.items() if base is not None else ():
+        if key not in sized:
+            total += _key_chars(key) + input_chars(value)
+            count += 1
+    for key, size in sized.items():
+        if size is not None:
+            total += _key_chars(key) + size
+            count += 1
+    return 2 + total + max(count - 1, 0)
+
+
+@functools.lru_cache(maxsize=1024)
+def _key_chars(key: Any) -> int:
+    """Chars of ``"key":`` in compact JSON (a message uses the same few keys over and over)."""
+    return input_chars({key: 0}) - 3

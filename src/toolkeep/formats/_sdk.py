@@ -192,6 +192,9 @@ class ObjectFormat(Format):
     def result_messages(self, answered: Sequence[Answer]) -> list[Any]:
         return self.inner.result_messages(answered)  # dicts: every SDK takes them beside its objects
 
+    def message_chars(self, message: Message) -> int:
+        return self.inner.message_chars(message)  # loaded messages hold the objects' plain dicts
+
 
 def _call_like(value: Any, calls: dict[str, Any]) -> Any:
     """The object a rebuilt call item came from (a Responses ``function_call`` whose arguments or

@@ -32,8 +32,11 @@ from ._base import (
     changed_arguments,
     expect_mapping,
     field_of,
+    input_chars,
     items_of,
+    list_chars,
     list_in,
+    object_chars,
     results_in_next_user,
 )
 
@@ -297,6 +300,14 @@ class GeminiFormat(Format):
             parts.append({"function_response": body})
         return [{"role": "user", "parts": parts}]
 
+    def message_chars(self, message: Message) -> int:
+        m = message
+        if not m.dirty and isinstance(m.raw, Mapping):
+            return input_chars(m.raw)  # sent as it came
+        base = m.raw if isinstance(m.raw, Mapping) else {"role": "model" if m.role == "assistant" else "user"}
+        snake = _snake(m)
+        return object_chars(base, {"parts": list_chars(_part_chars(p, snake) for p in m.parts)})
+
 
 def _nameless_id(name: str, seen: dict[str, int]) -> str:
     """The id of the next id-less call (or response) of ``name`` in a turn: ``name#k``."""
@@ -348,3 +359,48 @@ def _gemini_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
 def _is_record(value: Any) -> bool:
     """True for a part's ``function_call``: a mapping or an SDK object (not a stray scalar)."""
     return value is not None and not isinstance(value, (str, bytes, int, float, list, tuple))
+
+
+def _call_chars(p: ToolCallPart, raw: Mapping[str, Any] | None, snake: bool) -> int:
+    """Chars of the part :meth:`GeminiFormat._dump_call` sends for ``p``."""
+    found = _get(raw, _CALL_KEYS) if raw is not None else None
+    if found is not None and not changed_arguments(p, found[1].get("args")):
+        return input_chars(raw)
+    sized: dict[str, int | None] = {"args": None if p.arguments is None else input_chars(p.arguments)}
+    if found is not None:
+        key, body = found
+    else:  # a call the pipeline made
+        key, body = ("function_call" if snake else "functionCall"), {"name": p.name}
+        if "#" not in p.id:
+            sized["id"] = input_chars(p.id)
+    return object_chars(raw, {key: object_chars(body, sized)})
+
+
+def _part_chars(p: Part, snake: bool) -> int:
+    """Chars of one part as :meth:`GeminiFormat._dump_part` sends it."""
+    raw = p.raw if isinstance(p.raw, Mapping) else None
+    if isinstance(p, ToolCallPart):
+        return _call_chars(p, raw, snake)
+    if not isinstance(p, ToolResultPart):
+        if p.raw is not None:
+            return input_chars(p.raw)
+        return object_chars(None, {"text": input_chars(getattr(p, "text", ""))})
+    found = _get(raw, _RESPONSE_KEYS) if raw is not None else None
+    renamed = bool(found and p.name and not _str(found[1].get("id")) and _str(found[1].get("name")) != p.name)
+    if not p.modified and p.raw is not None and not renamed:
+        return input_chars(p.raw)
+    key = found[0] if found else ("function_response" if snake else "functionResponse")
+    body: Mapping[str, Any] = found[1] if found else {"name": p.name or ""}
+    sized: dict[str, int | None] = {}
+    if "#" not in p.call_id and (found is None or "id" in body or p.synthetic):
+        sized["id"] = input_chars(p.call_id)
+    if renamed and not _str(body.get("id")):
+        sized["name"] = input_chars(p.name)
+    old = body.get("response")
+    _, _, where = response_text(old)
+    kept = old if isinstance(old, Mapping) and where else None
+    out = "error" if p.is_error else where or "output"
+    sized["response"] = object_chars(kept, {"output": None, "error": None, out: input_chars(p.text)})
+    around: dict[str, int | None] = dict.fromkeys(_RESPONSE_KEYS)
+    around[key] = object_chars(body, sized)
+    return object_chars(raw, around)

@@ -18,11 +18,15 @@ from ._base import (
     ToolSpec,
     Violation,
     arguments_json,
+    blocks_chars,
     changed_arguments,
     check_tool_messages,
     expect_mapping,
     field_of,
+    input_chars,
     items_of,
+    list_chars,
+    object_chars,
 )
 
 __all__ = ["OpenAIChatFormat", "content_text", "function_tools"]
@@ -185,6 +189,16 @@ class OpenAIChatFormat(Format):
         """One ``role: "tool"`` message per call (Chat Completions has no error flag)."""
         return [{"role": "tool", "tool_call_id": call.id, "content": text} for call, text, _ in answered]
 
+    def message_chars(self, message: Message) -> int:
+        m = message
+        if not m.dirty and isinstance(m.raw, Mapping):
+            return input_chars(m.raw)  # sent as it came
+        if m.role == "tool":
+            return sum(map(_result_chars, m.results))
+        base = m.raw if isinstance(m.raw, Mapping) else {"role": m.role}
+        calls = [_call_chars(p) for p in m.parts if isinstance(p, ToolCallPart)]
+        return object_chars(base, {"tool_calls": list_chars(calls) if calls else None})
+
 
 _RULES = ToolMessageRules(
     empty_id=lambda i: (
@@ -229,3 +243,33 @@ def function_tools(specs: Sequence[ToolSpec]) -> list[Any]:
         }
         for s in specs
     ]
+
+
+_NEW_RESULT = {"role": "tool"}
+_NEW_CALL = {"type": "function"}
+
+
+def _result_chars(p: ToolResultPart) -> int:
+    """Chars of the ``tool`` message :meth:`OpenAIChatFormat.dump_message` sends for ``p``."""
+    if p.raw is None:
+        return object_chars(
+            _NEW_RESULT, {"tool_call_id": input_chars(p.call_id), "content": input_chars(p.text)}
+        )
+    if not p.modified:
+        return input_chars(p.raw)
+    size = blocks_chars(p.raw.get("content"), p.text, "text")
+    return object_chars(p.raw, {"tool_call_id": input_chars(p.call_id), "content": size})
+
+
+def _call_chars(p: ToolCallPart) -> int:
+    """Chars of one entry of ``tool_calls`` as :meth:`OpenAIChatFormat._dump_call` sends it."""
+    function = p.raw.get("function") if p.raw is not None else None
+    held = function.get("arguments") if isinstance(function, Mapping) else None
+    if p.raw is not None and p.raw.get("id") == p.id and not changed_arguments(p, held):
+        return input_chars(p.raw)
+    fn = function if isinstance(function, Mapping) else {"name": p.name}
+    arguments = input_chars(arguments_json(p.arguments))
+    return object_chars(
+        p.raw if p.raw is not None else _NEW_CALL,
+        {"id": input_chars(p.id), "function": object_chars(fn, {"arguments": arguments})},
+    )
