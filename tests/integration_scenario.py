@@ -205,3 +205,30 @@ def responses_response(turn: int, step: Step, tools: Any) -> dict[str, Any]:
         "status": "completed", "output": [item], "parallel_tool_calls": True,
         "tool_choice": "auto", "tools": tools,
     }  # fmt: skip
+
+
+def gemini_response(turn: int, step: Step) -> dict[str, Any]:
+    """A Gemini ``generateContent`` response body for ``step`` (REST JSON). The call carries no
+    id, as the Gemini API's calls often do not."""
+    if step.tool is None:
+        part: dict[str, Any] = {"text": step.text}
+    else:
+        part = {"functionCall": {"name": step.tool, "args": step.arguments}}
+    return {
+        "candidates": [{"content": {"role": "model", "parts": [part]}, "finishReason": "STOP", "index": 0}],
+        "usageMetadata": {"promptTokenCount": 1, "candidatesTokenCount": 1, "totalTokenCount": 2},
+        "modelVersion": "gemini-x", "responseId": f"r{turn}",
+    }  # fmt: skip
+
+
+def converse_response(turn: int, step: Step) -> dict[str, Any]:
+    """A Bedrock ``Converse`` response body for ``step``."""
+    if step.tool is None:
+        block: dict[str, Any] = {"text": step.text}
+    else:
+        block = {"toolUse": {"toolUseId": f"tooluse_{turn}", "name": step.tool, "input": step.arguments}}
+    return {
+        "output": {"message": {"role": "assistant", "content": [block]}},
+        "stopReason": "end_turn" if step.tool is None else "tool_use",
+        "usage": {"inputTokens": 1, "outputTokens": 1, "totalTokens": 2}, "metrics": {"latencyMs": 1},
+    }  # fmt: skip

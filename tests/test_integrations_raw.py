@@ -1,5 +1,6 @@
-"""The raw SDK tool loop, end to end: the real ``anthropic`` and ``openai`` clients over an
-``httpx2.MockTransport`` whose scripted model answers from the request body it receives."""
+"""The raw SDK tool loop, end to end: the real ``anthropic``, ``openai`` and ``google-genai``
+clients over an ``httpx2.MockTransport``, and botocore's ``bedrock-runtime`` client with its
+request caught before sending, whose scripted model answers from the request body it receives."""
 
 from __future__ import annotations
 
@@ -200,6 +201,110 @@ class TestOpenAIResponsesLoop:
         assert response.output_text == scenario.FINAL_TEXT
 
 
+class TestGeminiLoop:
+    def test_session_end_to_end(self) -> None:
+        """The same session through google-genai: the model's ``Content`` objects appended as they
+        come, its calls without ids, the results as the format's dicts."""
+        from google import genai
+        from google.genai import types
+
+        seen = scenario.Seen()
+
+        def handle(request: Any) -> Any:
+            body = json.loads(request.content)
+            scenario.check_request(body["contents"], "gemini", seen)
+            declared = {d["name"] for t in body["tools"] for d in t["functionDeclarations"]}
+            assert {"read", "fetch", "recall", "read_result"} <= declared
+            turn = seen.requests - 1
+            return httpx2.Response(
+                200, json=scenario.gemini_response(turn, scenario.next_step(turn, seen.last_texts))
+            )
+
+        http = httpx2.Client(transport=httpx2.MockTransport(handle))
+        client = genai.Client(api_key="test", http_options=types.HttpOptions(httpx_client=http))
+        tools: list[Any] = [{"function_declarations": [
+            {"name": "read", "description": "Read a file.", "parameters": READ_SPEC},
+            {"name": "fetch", "description": "Fetch a page.", "parameters": FETCH_SPEC},
+        ]}]  # fmt: skip
+        contents: list[Any] = [
+            {"role": "user", "parts": [{"text": scenario.FIRST_PROMPT}]},
+            {"role": "model", "parts": [{"functionCall": {"name": "read", "args": {"path": "x"}}}]},
+            {"role": "user", "parts": [{"text": scenario.RESUME_PROMPT}]},
+        ]
+        with ToolLoop(scenario.TOOLS, format="gemini", config=scenario.CONFIG) as loop:
+            while True:
+                response = client.models.generate_content(
+                    model="gemini-x",
+                    contents=loop.prepare(contents),
+                    config=types.GenerateContentConfig(tools=tools + loop.tool_definitions()),
+                )
+                assert response.candidates is not None
+                contents.append(response.candidates[0].content)
+                results = loop.results(response)
+                if not results:
+                    break
+                contents += results
+        scenario.check_session(seen)
+        assert response.text == scenario.FINAL_TEXT
+        assert contents[4]["parts"][0]["function_response"]["name"] == "read"
+
+
+class TestBedrockLoop:
+    def test_session_end_to_end(self) -> None:
+        """The same session through botocore's Converse: its parsed dicts appended as they come;
+        every request passes botocore's validation before it is caught."""
+        from botocore.awsrequest import AWSResponse
+
+        from .test_sdk_bedrock import _Raw, client
+
+        seen = scenario.Seen()
+
+        def answer(request: Any, **_: Any) -> AWSResponse:
+            body = json.loads(request.body)
+            scenario.check_request(body["messages"], "bedrock", seen)
+            declared = {t["toolSpec"]["name"] for t in body["toolConfig"]["tools"]}
+            assert {"read", "fetch", "recall", "read_result"} <= declared
+            turn = seen.requests - 1
+            reply = scenario.converse_response(turn, scenario.next_step(turn, seen.last_texts))
+            return AWSResponse(request.url, 200, {}, _Raw(json.dumps(reply).encode()))
+
+        tools: list[Any] = [
+            {"toolSpec": {"name": "read", "description": "Read a file.", "inputSchema": {"json": READ_SPEC}}},
+            {
+                "toolSpec": {
+                    "name": "fetch",
+                    "description": "Fetch a page.",
+                    "inputSchema": {"json": FETCH_SPEC},
+                }
+            },
+        ]
+        messages: list[Any] = [
+            {"role": "user", "content": [{"text": scenario.FIRST_PROMPT}]},
+            {"role": "assistant", "content": [
+                {"toolUse": {"toolUseId": scenario.INTERRUPTED_ID, "name": "read", "input": {"path": "x"}}}]},
+            {"role": "user", "content": [{"text": scenario.RESUME_PROMPT}]},
+        ]  # fmt: skip
+        bedrock = client()
+        bedrock.meta.events.register_first("before-send.bedrock-runtime.Converse", answer)
+        try:
+            with ToolLoop(scenario.TOOLS, format="bedrock", config=scenario.CONFIG) as loop:
+                while True:
+                    response = bedrock.converse(
+                        modelId="m",
+                        messages=loop.prepare(messages),
+                        toolConfig={"tools": tools + loop.tool_definitions()},
+                    )
+                    messages.append(response["output"]["message"])
+                    results = loop.results(response)
+                    if not results:
+                        break
+                    messages += results
+        finally:
+            bedrock.meta.events.unregister("before-send.bedrock-runtime.Converse", answer)
+        scenario.check_session(seen)
+        assert messages[-1]["content"] == [{"text": scenario.FINAL_TEXT}]
+
+
 class TestToolLoop:
     def test_errors_become_error_results(self) -> None:
         """A raising tool, an unknown tool and unparsable arguments each get an error result."""
@@ -248,8 +353,9 @@ class TestToolLoop:
             assert loop.results({"output": [{"type": "message", "content": []}]}) == []
 
     def test_refuses_bad_setup(self) -> None:
-        """An unknown format or a tool named like toolkeep's own is a ConfigError."""
-        with pytest.raises(toolkeep.ConfigError):
-            ToolLoop({}, format="gemini")  # type: ignore[arg-type]
+        """A format whose model response holds no calls, or a tool named like toolkeep's own, is
+        a ConfigError."""
+        with pytest.raises(toolkeep.ConfigError, match="langchain"):
+            ToolLoop({}, format="langchain")  # type: ignore[arg-type]
         with pytest.raises(toolkeep.ConfigError, match="recall"):
             ToolLoop({"recall": str}, format="anthropic")

@@ -28,6 +28,7 @@ from typing import Any
 
 from .config import Config
 from .exceptions import ConfigError, ReaderError, StoreError
+from .formats import FORMATS, ToolSpec
 from .stores import ArchiveStore
 from .workspace import Workspace, WorkspaceReader, split_lines
 
@@ -43,14 +44,15 @@ __all__ = [
     "read_answer",
     "recall_answer",
     "tool_definitions",
+    "tool_specs",
 ]
 
 log = logging.getLogger("toolkeep")
 
 RECALL_TOOL = "recall"
 READ_TOOL = "read_result"
-TOOL_FORMATS = ("anthropic", "openai-chat", "openai-responses", "gemini", "bedrock", "langchain")
-"""Formats :func:`tool_definitions` knows."""
+TOOL_FORMATS = tuple(FORMATS)
+"""Formats :func:`tool_definitions` knows: every registered format."""
 
 # room kept for the closing note of a page, so that note and text together stay under the limit
 _NOTE_ROOM = 240
@@ -113,8 +115,21 @@ _SPECS: dict[str, tuple[str, dict[str, Any]]] = {
 }
 
 
+def tool_specs(tools: tuple[str, ...] = (RECALL_TOOL, READ_TOOL)) -> list[ToolSpec]:
+    """The neutral specs of toolkeep's tools (``recall``, ``read_result``), new ones each call;
+    :class:`~toolkeep.exceptions.ConfigError` for a name that is none of them."""
+    specs = []
+    for name in tools:
+        if name not in _SPECS:
+            raise ConfigError(f"unknown toolkeep tool {name!r} (known: {', '.join(_SPECS)})")
+        description, schema = _SPECS[name]
+        specs.append(ToolSpec(name, description, json.loads(json.dumps(schema))))
+    return specs
+
+
 def tool_definitions(format: str, tools: tuple[str, ...] = (RECALL_TOOL, READ_TOOL)) -> list[Any]:
-    """The tool definitions for a provider's request, as plain data (JSON-ready).
+    """The tool definitions for a provider's request, as plain data (JSON-ready): the format's
+    own :meth:`~toolkeep.formats.Format.tool_definitions` of :func:`tool_specs`.
 
     - ``anthropic``: entries for ``tools=[...]`` (``name``, ``description``, ``input_schema``)
     - ``openai-chat``: ``{"type": "function", "function": {...}}`` entries
@@ -127,44 +142,10 @@ def tool_definitions(format: str, tools: tuple[str, ...] = (RECALL_TOOL, READ_TO
         >>> [d["name"] for d in tool_definitions("anthropic")]
         ['recall', 'read_result']
     """
-    specs = []
-    for name in tools:
-        if name not in _SPECS:
-            raise ConfigError(f"unknown toolkeep tool {name!r} (known: {', '.join(_SPECS)})")
-        description, schema = _SPECS[name]
-        specs.append((name, description, json.loads(json.dumps(schema))))  # a fresh copy each call
-    if format == "anthropic":
-        return [{"name": n, "description": d, "input_schema": s} for n, d, s in specs]
-    if format in ("openai-chat", "langchain"):
-        return [
-            {"type": "function", "function": {"name": n, "description": d, "parameters": s}}
-            for n, d, s in specs
-        ]
-    if format == "openai-responses":
-        return [
-            {"type": "function", "name": n, "description": d, "parameters": s, "strict": False}
-            for n, d, s in specs
-        ]
-    if format == "gemini":
-        return [
-            {
-                "function_declarations": [
-                    {"name": n, "description": d, "parameters": _gemini_schema(s)} for n, d, s in specs
-                ]
-            }
-        ]
-    if format == "bedrock":
-        return [{"toolSpec": {"name": n, "description": d, "inputSchema": {"json": s}}} for n, d, s in specs]
-    raise ConfigError(f"no tool definitions for format {format!r} (known: {', '.join(TOOL_FORMATS)})")
-
-
-def _gemini_schema(schema: dict[str, Any]) -> dict[str, Any]:
-    """Gemini's OpenAPI subset: no ``minimum`` on integers in every model; keep what all accept."""
-    props = {
-        name: {k: v for k, v in prop.items() if k in ("type", "description")}
-        for name, prop in schema["properties"].items()
-    }
-    return {"type": "object", "properties": props, "required": list(schema["required"])}
+    specs = tool_specs(tools)
+    if format not in TOOL_FORMATS:
+        raise ConfigError(f"no tool definitions for format {format!r} (known: {', '.join(TOOL_FORMATS)})")
+    return FORMATS[format].tool_definitions(specs)
 
 
 # ------------------------------------------------------------------------------------------ paging

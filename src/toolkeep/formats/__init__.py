@@ -13,7 +13,7 @@ from typing import Any
 
 from ..exceptions import DetectionError, FormatError
 from . import _sdk
-from ._base import CallIdRule, Format, FormatRules, Violation
+from ._base import MESSAGE_CHARS_SLACK, Answer, CallIdRule, Format, FormatRules, ToolCall, ToolSpec, Violation
 from .anthropic import AnthropicFormat
 from .bedrock import BedrockFormat
 from .gemini import GeminiFormat
@@ -23,9 +23,13 @@ from .openai_responses import OpenAIResponsesFormat
 
 __all__ = [
     "FORMATS",
+    "MESSAGE_CHARS_SLACK",
+    "Answer",
     "CallIdRule",
     "Format",
     "FormatRules",
+    "ToolCall",
+    "ToolSpec",
     "Violation",
     "detect_format",
     "get_format",

@@ -2,27 +2,41 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeAlias
 
 from ..exceptions import FormatError
 from ..messages import History, Message, Part, TextPart, ToolCallPart, ToolResultPart
 
 __all__ = [
     "CONTINUE_TEXT",
+    "MESSAGE_CHARS_SLACK",
+    "Answer",
     "CallIdRule",
     "Format",
     "FormatRules",
+    "ToolCall",
     "ToolMessageRules",
+    "ToolSpec",
     "Violation",
     "blank_text",
+    "blocks_chars",
     "check_tool_messages",
     "expect_mapping",
+    "field_of",
+    "input_chars",
+    "items_of",
+    "list_chars",
+    "list_in",
+    "object_chars",
+    "parse_arguments",
+    "text_chars",
 ]
 
 CONTINUE_TEXT = "(continue)"
@@ -131,6 +145,50 @@ class FormatRules:
     ``modified``) back in the provider's own shape, so a step may shorten call inputs."""
 
 
+@dataclass(frozen=True)
+class ToolSpec:
+    """A tool as every provider describes it, before it is put in one provider's schema."""
+
+    name: str
+    description: str
+    schema: Mapping[str, Any]
+    """The JSON schema of the tool's arguments (an ``object`` schema)."""
+
+    def fresh_schema(self) -> dict[str, Any]:
+        """A deep copy of :attr:`schema`: each definition made gets its own, free to change."""
+        copy: dict[str, Any] = json.loads(json.dumps(self.schema))
+        return copy
+
+
+class ToolCall:
+    """One call the model made: ``id``, tool ``name`` and ``arguments`` (a mapping, or the raw
+    JSON string when it does not parse)."""
+
+    __slots__ = ("arguments", "id", "name")
+
+    def __init__(self, id: str, name: str, arguments: Mapping[str, Any] | str) -> None:
+        self.id = id
+        self.name = name
+        self.arguments = arguments
+
+    def __repr__(self) -> str:
+        return f"ToolCall({self.id!r}, {self.name!r}, {self.arguments!r})"
+
+    @classmethod
+    def read(cls, id: Any, name: Any, arguments: Any) -> ToolCall:
+        """The call a response's fields make, whatever they hold: an id or a name that is no
+        string as ``""``, the arguments through :func:`parse_arguments`."""
+        return cls(_string(id), _string(name), parse_arguments(arguments))
+
+
+Answer: TypeAlias = tuple[ToolCall, str, bool]
+"""A call with its result: ``(call, text, is_error)``."""
+
+MESSAGE_CHARS_SLACK = 50
+"""Chars by which :meth:`Format.message_chars` may miss a message as its format sends it (text
+blocks merged into one, a key the dump adds or drops in a way the estimate does not follow)."""
+
+
 class Format(ABC):
     """A provider's history format: load to the neutral model, dump back, validate.
 
@@ -177,6 +235,52 @@ class Format(ABC):
     @abstractmethod
     def validate(self, history: History) -> list[Violation]:
         """Every breach of the provider's pairing rules in a loaded history."""
+
+    def tool_definitions(self, specs: Sequence[ToolSpec]) -> list[Any]:
+        """``specs`` as the provider's request takes its tools, as plain data (JSON-ready), each
+        definition with its own copy of the schema."""
+        raise NotImplementedError(f"{self.name} has no tool definitions")
+
+    def response_calls(self, response: Any) -> list[ToolCall]:
+        """The tool calls in a model response: the SDK's response object, its ``model_dump()``,
+        or the assistant message (or output items) itself, in order. Never raises on what a
+        model sends: arguments that do not parse come as their text (:func:`parse_arguments`),
+        a response of any other shape holds no calls."""
+        raise NotImplementedError(f"{self.name} reads no tool calls from a model response")
+
+    def result_messages(self, answered: Sequence[Answer]) -> list[Any]:
+        """The messages answering ``answered`` calls of one response, to append to the history
+        right after the model's message (``[]`` for no calls): together they pass
+        :meth:`validate`."""
+        raise NotImplementedError(f"{self.name} builds no result messages")
+
+    def message_chars(self, message: Message) -> int:
+        """Chars of ``message`` as this format sends it (compact JSON of the provider's shape),
+        within :data:`MESSAGE_CHARS_SLACK`; texts are measured, not dumped.
+
+        Here, for a format that does not say better: priced as an Anthropic message, from the
+        neutral parts alone."""
+        size = _MESSAGE_OVERHEAD
+        for p in message.parts:
+            if isinstance(p, ToolResultPart):
+                size += _RESULT_OVERHEAD + len(p.call_id) + text_chars(p.text)
+            elif isinstance(p, TextPart):
+                size += _PART_OVERHEAD + text_chars(p.text)
+            elif isinstance(p, ToolCallPart):
+                size += _CALL_OVERHEAD + len(p.id) + len(p.name) + input_chars(p.arguments)
+            else:
+                size += input_chars(p.raw)
+        return size
+
+
+_MESSAGE_OVERHEAD = 30
+"""Chars of a message besides its parts (``{"role":"user","content":[...]}``)."""
+_PART_OVERHEAD = 26
+"""Chars of a part besides its contents and ids (``{"type":"text","text":"..."}``)."""
+_RESULT_OVERHEAD = 54
+"""Chars of a tool result part besides its text and call id."""
+_CALL_OVERHEAD = 46
+"""Chars of a tool call part besides its id, name and input."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -253,3 +357,119 @@ def results_as_tool_messages(results: list[ToolResultPart], rest: list[Message])
     """``pack_results`` for formats with one ``tool`` message (or item) per result."""
     packed = [Message("tool", (r,), raw=r.raw, dirty=r.raw is None or r.modified) for r in results]
     return [*packed, *rest]
+
+
+# ----------------------------------------------------------------------------- model responses
+
+
+def field_of(obj: Any, name: str, default: Any = None) -> Any:
+    """A field of an SDK object or of its dict form (``model_dump()``); ``default`` when absent."""
+    if isinstance(obj, Mapping):
+        return obj.get(name, default)
+    return getattr(obj, name, default)
+
+
+def items_of(value: Any) -> list[Any]:
+    """The items of a list field (an SDK's list or tuple); ``[]`` for anything else."""
+    return list(value) if isinstance(value, (list, tuple)) else []
+
+
+def list_in(value: Any, key: str) -> list[Any]:
+    """The items ``value`` is, when it is a list (an assistant message's content, a response's
+    output items, given as they are), else those of its field ``key``."""
+    return items_of(value if isinstance(value, (list, tuple)) else field_of(value, key))
+
+
+def _string(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def parse_arguments(value: Any) -> Mapping[str, Any] | str:
+    """A call's arguments as a mapping: as given, or parsed from the JSON text some providers
+    send (OpenAI); ``{}`` for none.
+
+    Never raises on what a model sends: text that is no JSON object (malformed or cut short, a
+    list, a number too long for ``int()``, nesting too deep for the parser) comes back as the text
+    itself, and a value of any other type as its JSON text."""
+    if isinstance(value, Mapping):
+        return value
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return {}
+    if not isinstance(value, str):
+        return _json_text(value)
+    try:
+        parsed = json.loads(value)
+    except (ValueError, RecursionError):  # ValueError: bad JSON, or an int past int()'s limit
+        return value
+    return parsed if isinstance(parsed, Mapping) else value
+
+
+def _json_text(value: Any) -> str:
+    try:
+        return json.dumps(value, ensure_ascii=False, default=str)
+    except (TypeError, ValueError, RecursionError):  # odd keys, a cycle, nested too deep
+        return f"<{type(value).__name__}>"
+
+
+# ------------------------------------------------------------------------------------ sizes
+
+
+def text_chars(text: str) -> int:
+    """Chars of ``text`` as a JSON string's contents (escapes counted, quotes not)."""
+    return len(json.dumps(text, ensure_ascii=False)) - 2
+
+
+def input_chars(value: Any) -> int:
+    """Chars of a value (a tool call's input, a block sent as it came) as compact JSON."""
+    return len(json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str))
+
+
+def list_chars(sizes: Iterable[int]) -> int:
+    """Chars of a compact JSON array whose items take ``sizes`` chars each."""
+    total = count = 0
+    for size in sizes:
+        total += size
+        count += 1
+    return 2 + total + max(count - 1, 0)
+
+
+def blocks_chars(content: Any, text: str, text_type: str, *, strings_are_text: bool = False) -> int:
+    """Chars of a result's ``content`` once its text blocks (``type`` ``text_type``; and bare
+    strings, with ``strings_are_text``) are replaced by one such block holding ``text``, put
+    first: what the dumps send for a result that came as a list of blocks. Of ``text`` alone
+    when ``content`` is no list."""
+    if not isinstance(content, list):
+        return input_chars(text)
+    rest = [
+        b
+        for b in content
+        if not (
+            (strings_are_text and isinstance(b, str))
+            or (isinstance(b, Mapping) and b.get("type") == text_type)
+        )
+    ]
+    return list_chars(
+        [object_chars({"type": text_type}, {"text": input_chars(text)}), *map(input_chars, rest)]
+    )
+
+
+def object_chars(base: Mapping[str, Any] | None, sized: Mapping[str, int | None]) -> int:
+    """Chars of ``base`` as compact JSON once each key of ``sized`` holds a value of that many
+    chars (set or added; ``None``: the key removed): what a dump that copies a block and sets
+    some of its keys sends, without dumping the values it sets."""
+    total = count = 0
+    for key, value in base.items() if base is not None else ():
+        if key not in sized:
+            total += _key_chars(key) + input_chars(value)
+            count += 1
+    for key, size in sized.items():
+        if size is not None:
+            total += _key_chars(key) + size
+            count += 1
+    return 2 + total + max(count - 1, 0)
+
+
+@functools.lru_cache(maxsize=1024)
+def _key_chars(key: Any) -> int:
+    """Chars of ``"key":`` in compact JSON (a message uses the same few keys over and over)."""
+    return input_chars({key: 0}) - 3

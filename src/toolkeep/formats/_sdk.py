@@ -22,7 +22,7 @@ from dataclasses import replace
 from typing import Any, ClassVar
 
 from ..messages import History, Message, ToolResultPart
-from ._base import Format, Violation
+from ._base import Answer, Format, ToolCall, ToolSpec, Violation
 
 __all__ = ["ObjectFormat", "has_objects", "is_sdk_object", "plain_view", "wrap"]
 
@@ -182,6 +182,18 @@ class ObjectFormat(Format):
 
     def validate(self, history: History) -> list[Violation]:
         return self.inner.validate(history)
+
+    def tool_definitions(self, specs: Sequence[ToolSpec]) -> list[Any]:
+        return self.inner.tool_definitions(specs)
+
+    def response_calls(self, response: Any) -> list[ToolCall]:
+        return self.inner.response_calls(response)  # the inner format reads objects and dicts alike
+
+    def result_messages(self, answered: Sequence[Answer]) -> list[Any]:
+        return self.inner.result_messages(answered)  # dicts: every SDK takes them beside its objects
+
+    def message_chars(self, message: Message) -> int:
+        return self.inner.message_chars(message)  # loaded messages hold the objects' plain dicts
 
 
 def _call_like(value: Any, calls: dict[str, Any]) -> Any:

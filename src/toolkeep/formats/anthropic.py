@@ -8,7 +8,23 @@ from typing import Any
 
 from ..exceptions import FormatError
 from ..messages import History, Message, OpaquePart, Part, TextPart, ToolCallPart, ToolResultPart
-from ._base import CallIdRule, Format, FormatRules, Violation, blank_text, changed_arguments, expect_mapping
+from ._base import (
+    Answer,
+    CallIdRule,
+    Format,
+    FormatRules,
+    ToolCall,
+    ToolSpec,
+    Violation,
+    blank_text,
+    changed_arguments,
+    expect_mapping,
+    field_of,
+    input_chars,
+    list_chars,
+    list_in,
+    object_chars,
+)
 
 __all__ = ["AnthropicFormat", "replace_text_content", "result_text"]
 
@@ -280,6 +296,43 @@ class AnthropicFormat(Format):
             claimed.add(p.call_id)
         return out
 
+    def tool_definitions(self, specs: Sequence[ToolSpec]) -> list[Any]:
+        return [
+            {"name": s.name, "description": s.description, "input_schema": s.fresh_schema()} for s in specs
+        ]
+
+    def response_calls(self, response: Any) -> list[ToolCall]:
+        """The ``tool_use`` blocks of a ``Message`` (or its dict), of an assistant message, or of
+        its ``content`` list."""
+        return [
+            ToolCall.read(field_of(b, "id"), field_of(b, "name"), field_of(b, "input"))
+            for b in list_in(response, "content")
+            if field_of(b, "type") == "tool_use"
+        ]
+
+    def result_messages(self, answered: Sequence[Answer]) -> list[Any]:
+        """One user message of ``tool_result`` blocks, in the order of the calls."""
+        if not answered:
+            return []
+        blocks = []
+        for call, text, error in answered:
+            block: dict[str, Any] = {"type": "tool_result", "tool_use_id": call.id, "content": text}
+            if error:
+                block["is_error"] = True
+            blocks.append(block)
+        return [{"role": "user", "content": blocks}]
+
+    def message_chars(self, message: Message) -> int:
+        m = message
+        raw = m.raw if isinstance(m.raw, Mapping) else None
+        if not m.dirty and raw is not None:
+            return input_chars(raw)  # sent as it came
+        if m.meta.get("string") and len(m.parts) == 1 and isinstance(m.parts[0], TextPart):
+            content = input_chars(m.parts[0].text)
+        else:
+            content = list_chars(map(_part_chars, m.parts))
+        return object_chars(raw, {"role": input_chars(m.role), "content": content})
+
 
 def _field_str(block: Mapping[str, Any], key: str, index: int, j: int) -> str:
     """A block's string field: ``""`` when absent (pairing repair handles that), an error when it
@@ -290,3 +343,54 @@ def _field_str(block: Mapping[str, Any], key: str, index: int, j: int) -> str:
     raise FormatError(
         f"{key} must be a string, got {type(value).__name__}", index=index, field=f"content[{j}].{key}"
     )
+
+
+_NEW_TEXT = {"type": "text"}
+_NEW_RESULT = {"type": "tool_result"}
+
+
+def _part_chars(p: Part) -> int:
+    """Chars of one block as :meth:`AnthropicFormat.dump_message` sends it."""
+    if isinstance(p, OpaquePart):
+        return input_chars(p.raw)
+    if isinstance(p, TextPart):
+        return (
+            input_chars(p.raw)
+            if p.raw is not None
+            else object_chars(_NEW_TEXT, {"text": input_chars(p.text)})
+        )
+    if isinstance(p, ToolCallPart):
+        held = p.raw.get("input") if p.raw is not None else None
+        if p.raw is not None and p.raw.get("id") == p.id and not changed_arguments(p, held):
+            return input_chars(p.raw)
+        base = p.raw if p.raw is not None else {"type": "tool_use", "name": p.name}
+        arguments = p.arguments if p.arguments is not None else {}
+        return object_chars(base, {"id": input_chars(p.id), "input": input_chars(arguments)})
+    if not p.modified and p.raw is not None:
+        return input_chars(p.raw)
+    base = p.raw if p.raw is not None else _NEW_RESULT
+    sized: dict[str, int | None] = {
+        "tool_use_id": input_chars(p.call_id),
+        "content": _content_chars(base.get("content"), p.text),
+    }
+    if p.is_error:
+        sized["is_error"] = 4  # true
+    return object_chars(base, sized)
+
+
+def _content_chars(content: Any, text: str) -> int:
+    """Chars of :func:`replace_text_content` of ``content`` and ``text``."""
+    if not isinstance(content, list):
+        return input_chars(text)
+    sizes: list[int] = []
+    placed = False
+    for block in content:
+        if isinstance(block, Mapping) and block.get("type") == "text":
+            if not placed:
+                sizes.append(object_chars(block, {"text": input_chars(text)}))
+                placed = True
+        else:
+            sizes.append(input_chars(block))
+    if not placed:
+        sizes.append(object_chars(_NEW_TEXT, {"text": input_chars(text)}))
+    return list_chars(sizes)

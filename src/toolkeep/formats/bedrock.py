@@ -32,13 +32,21 @@ from ..exceptions import FormatError
 from ..messages import History, Message, OpaquePart, Part, TextPart, ToolCallPart, ToolResultPart
 from ._base import (
     CONTINUE_TEXT,
+    Answer,
     CallIdRule,
     Format,
     FormatRules,
+    ToolCall,
+    ToolSpec,
     Violation,
     blank_text,
     changed_arguments,
     expect_mapping,
+    field_of,
+    input_chars,
+    list_chars,
+    list_in,
+    object_chars,
 )
 
 __all__ = ["CONTINUE_MESSAGE", "BedrockFormat"]
@@ -324,6 +332,51 @@ class BedrockFormat(Format):
             claimed.add(p.call_id)
         return out
 
+    def tool_definitions(self, specs: Sequence[ToolSpec]) -> list[Any]:
+        """``toolSpec`` entries for ``toolConfig={"tools": [...]}``."""
+        return [
+            {
+                "toolSpec": {
+                    "name": s.name,
+                    "description": s.description,
+                    "inputSchema": {"json": s.fresh_schema()},
+                }
+            }
+            for s in specs
+        ]
+
+    def response_calls(self, response: Any) -> list[ToolCall]:
+        """The ``toolUse`` blocks of a Converse response's ``output.message`` (boto3 gives a
+        dict), or of the assistant message or its ``content`` list."""
+        message = field_of(field_of(response, "output"), "message", response)
+        uses = [field_of(block, "toolUse") for block in list_in(message, "content")]
+        return [
+            ToolCall.read(use.get("toolUseId"), use.get("name"), use.get("input"))
+            for use in uses
+            if isinstance(use, Mapping)
+        ]
+
+    def result_messages(self, answered: Sequence[Answer]) -> list[Any]:
+        """One user message of ``toolResult`` blocks (``status: "error"`` for a failure)."""
+        if not answered:
+            return []
+        blocks = []
+        for call, text, error in answered:
+            result: dict[str, Any] = {"toolUseId": call.id, "content": [{"text": text}]}
+            if error:
+                result["status"] = "error"
+            blocks.append({"toolResult": result})
+        return [{"role": "user", "content": blocks}]
+
+    def message_chars(self, message: Message) -> int:
+        m = message
+        raw = m.raw if isinstance(m.raw, Mapping) else None
+        if not m.dirty and raw is not None:
+            return input_chars(raw)  # sent as it came
+        return object_chars(
+            raw, {"role": input_chars(m.role), "content": list_chars(map(_part_chars, m.parts))}
+        )
+
 
 def _merge(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, Any]:
     return {**a, "content": [*(a.get("content") or ()), *(b.get("content") or ())]}
@@ -365,3 +418,41 @@ def _is_text(block: Mapping[str, Any]) -> bool:
 
 def _str(value: Any) -> str:
     return value if isinstance(value, str) else ""
+
+
+def _call_chars(p: ToolCallPart, raw: Mapping[str, Any] | None) -> int:
+    """Chars of the ``toolUse`` block :meth:`BedrockFormat._dump_part` sends for ``p``."""
+    use = raw.get("toolUse") if raw is not None else None
+    changed = not isinstance(use, Mapping) or changed_arguments(p, use.get("input"))
+    if isinstance(use, Mapping) and use.get("toolUseId") == p.id and not changed:
+        return input_chars(raw)
+    sized: dict[str, int | None] = {"toolUseId": input_chars(p.id)}
+    if changed:
+        sized["input"] = input_chars(p.arguments if p.arguments is not None else {})
+    body = use if isinstance(use, Mapping) else {"name": p.name}
+    return object_chars(raw, {"toolUse": object_chars(body, sized)})
+
+
+def _part_chars(p: Part) -> int:
+    """Chars of one content block as :meth:`BedrockFormat._dump_part` sends it."""
+    if isinstance(p, OpaquePart):
+        return input_chars(p.raw)
+    if isinstance(p, TextPart):
+        return input_chars(p.raw) if p.raw is not None else object_chars(None, {"text": input_chars(p.text)})
+    raw = p.raw if isinstance(p.raw, Mapping) else None
+    if isinstance(p, ToolCallPart):
+        return _call_chars(p, raw)
+    if not p.modified and raw is not None:
+        return input_chars(raw)
+    old = raw.get("toolResult") if raw is not None else None
+    body = old if isinstance(old, Mapping) else {}
+    blocks = list(body.get("content") or ())
+    text = object_chars(None, {"text": input_chars(p.text)})
+    first = next((k for k, b in enumerate(blocks) if isinstance(b, Mapping) and _is_output(b)), None)
+    sizes = [text if k == first else input_chars(b) for k, b in enumerate(blocks)]  # not the old text
+    if first is None:
+        sizes.insert(0, text)
+    sized: dict[str, int | None] = {"toolUseId": input_chars(p.call_id), "content": list_chars(sizes)}
+    if p.is_error:
+        sized["status"] = input_chars("error")
+    return object_chars(raw, {"toolResult": object_chars(body, sized)})

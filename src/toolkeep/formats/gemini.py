@@ -22,7 +22,23 @@ from typing import Any
 
 from ..exceptions import FormatError
 from ..messages import History, Message, OpaquePart, Part, TextPart, ToolCallPart, ToolResultPart
-from ._base import Format, FormatRules, Violation, changed_arguments, expect_mapping, results_in_next_user
+from ._base import (
+    Answer,
+    Format,
+    FormatRules,
+    ToolCall,
+    ToolSpec,
+    Violation,
+    changed_arguments,
+    expect_mapping,
+    field_of,
+    input_chars,
+    items_of,
+    list_chars,
+    list_in,
+    object_chars,
+    results_in_next_user,
+)
 
 __all__ = ["GeminiFormat"]
 
@@ -243,6 +259,55 @@ class GeminiFormat(Format):
             out.append(Violation(i, dup, "duplicate_id", f"contents[{i}]: duplicate function call id {dup}."))
         return out
 
+    def tool_definitions(self, specs: Sequence[ToolSpec]) -> list[Any]:
+        """One ``Tool`` holding a ``function_declarations`` entry per spec."""
+        declarations = [
+            {"name": s.name, "description": s.description, "parameters": _gemini_schema(s.fresh_schema())}
+            for s in specs
+        ]
+        return [{"function_declarations": declarations}]
+
+    def response_calls(self, response: Any) -> list[ToolCall]:
+        """The ``function_call`` parts of a ``GenerateContentResponse``'s first candidate (or
+        its dict, in either spelling), or of the model's ``Content`` or parts themselves. A call
+        without an id is known as ``name#k``, as :meth:`load` knows it, and
+        :meth:`result_messages` answers it by name."""
+        candidates = items_of(field_of(response, "candidates"))
+        content = field_of(candidates[0], "content") if candidates else response
+        out = []
+        seen: dict[str, int] = {}
+        for part in list_in(content, "parts"):
+            call = next((c for c in (field_of(part, k) for k in _CALL_KEYS) if _is_record(c)), None)
+            if call is None:
+                continue
+            name = _str(field_of(call, "name"))
+            call_id = _str(field_of(call, "id")) or _nameless_id(name, seen)
+            out.append(ToolCall.read(call_id, name, field_of(call, "args")))
+        return out
+
+    def result_messages(self, answered: Sequence[Answer]) -> list[Any]:
+        """One user ``Content`` of ``function_response`` parts, each naming its call (and giving
+        its id, where the model gave one); the text is ``response.output``, or
+        ``response.error`` for a failure."""
+        if not answered:
+            return []
+        parts = []
+        for call, text, error in answered:
+            body: dict[str, Any] = {"name": call.name}
+            if not _is_nameless(call.id, call.name):
+                body["id"] = call.id
+            body["response"] = {"error" if error else "output": text}
+            parts.append({"function_response": body})
+        return [{"role": "user", "parts": parts}]
+
+    def message_chars(self, message: Message) -> int:
+        m = message
+        if not m.dirty and isinstance(m.raw, Mapping):
+            return input_chars(m.raw)  # sent as it came
+        base = m.raw if isinstance(m.raw, Mapping) else {"role": "model" if m.role == "assistant" else "user"}
+        snake = _snake(m)
+        return object_chars(base, {"parts": list_chars(_part_chars(p, snake) for p in m.parts)})
+
 
 def _nameless_id(name: str, seen: dict[str, int]) -> str:
     """The id of the next id-less call (or response) of ``name`` in a turn: ``name#k``."""
@@ -254,16 +319,17 @@ def _match_by_name(calls: list[ToolCallPart], name: str, seen: dict[str, int]) -
     """The id of the call an id-less response of ``name`` answers: the k-th id-less call of that
     name; or, when the turn's calls all carry ids, the k-th call of that name."""
     own = _nameless_id(name, seen)
-    if any(c.id == own for c in calls) or all(_is_nameless(c) for c in calls if c.name == name):
+    if any(c.id == own for c in calls) or all(_is_nameless(c.id, c.name) for c in calls if c.name == name):
         return own
     named = [c for c in calls if c.name == name]
     k = seen[name]
     return named[k - 1].id if k <= len(named) else own
 
 
-def _is_nameless(call: ToolCallPart) -> bool:
-    head, _, k = call.id.rpartition("#")
-    return head == call.name and k.isdigit()
+def _is_nameless(call_id: str, name: str) -> bool:
+    """True for the id toolkeep gives a call that came without one (``name#k``)."""
+    head, _, k = call_id.rpartition("#")
+    return head == name and k.isdigit()
 
 
 def _snake(m: Message) -> bool:
@@ -279,3 +345,62 @@ def _ids(calls: Sequence[ToolCallPart]) -> str:
 
 def _str(value: Any) -> str:
     return value if isinstance(value, str) else ""
+
+
+def _gemini_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
+    """Gemini's OpenAPI subset: no ``minimum`` on integers in every model; keep what all accept."""
+    props = {
+        name: {k: v for k, v in prop.items() if k in ("type", "description")}
+        for name, prop in schema["properties"].items()
+    }
+    return {"type": "object", "properties": props, "required": list(schema["required"])}
+
+
+def _is_record(value: Any) -> bool:
+    """True for a part's ``function_call``: a mapping or an SDK object (not a stray scalar)."""
+    return value is not None and not isinstance(value, (str, bytes, int, float, list, tuple))
+
+
+def _call_chars(p: ToolCallPart, raw: Mapping[str, Any] | None, snake: bool) -> int:
+    """Chars of the part :meth:`GeminiFormat._dump_call` sends for ``p``."""
+    found = _get(raw, _CALL_KEYS) if raw is not None else None
+    if found is not None and not changed_arguments(p, found[1].get("args")):
+        return input_chars(raw)
+    sized: dict[str, int | None] = {"args": None if p.arguments is None else input_chars(p.arguments)}
+    if found is not None:
+        key, body = found
+    else:  # a call the pipeline made
+        key, body = ("function_call" if snake else "functionCall"), {"name": p.name}
+        if "#" not in p.id:
+            sized["id"] = input_chars(p.id)
+    return object_chars(raw, {key: object_chars(body, sized)})
+
+
+def _part_chars(p: Part, snake: bool) -> int:
+    """Chars of one part as :meth:`GeminiFormat._dump_part` sends it."""
+    raw = p.raw if isinstance(p.raw, Mapping) else None
+    if isinstance(p, ToolCallPart):
+        return _call_chars(p, raw, snake)
+    if not isinstance(p, ToolResultPart):
+        if p.raw is not None:
+            return input_chars(p.raw)
+        return object_chars(None, {"text": input_chars(getattr(p, "text", ""))})
+    found = _get(raw, _RESPONSE_KEYS) if raw is not None else None
+    renamed = bool(found and p.name and not _str(found[1].get("id")) and _str(found[1].get("name")) != p.name)
+    if not p.modified and p.raw is not None and not renamed:
+        return input_chars(p.raw)
+    key = found[0] if found else ("function_response" if snake else "functionResponse")
+    body: Mapping[str, Any] = found[1] if found else {"name": p.name or ""}
+    sized: dict[str, int | None] = {}
+    if "#" not in p.call_id and (found is None or "id" in body or p.synthetic):
+        sized["id"] = input_chars(p.call_id)
+    if renamed and not _str(body.get("id")):
+        sized["name"] = input_chars(p.name)
+    old = body.get("response")
+    _, _, where = response_text(old)
+    kept = old if isinstance(old, Mapping) and where else None
+    out = "error" if p.is_error else where or "output"
+    sized["response"] = object_chars(kept, {"output": None, "error": None, out: input_chars(p.text)})
+    around: dict[str, int | None] = dict.fromkeys(_RESPONSE_KEYS)
+    around[key] = object_chars(body, sized)
+    return object_chars(raw, around)

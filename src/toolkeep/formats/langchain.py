@@ -22,12 +22,18 @@ from ._base import (
     Format,
     FormatRules,
     ToolMessageRules,
+    ToolSpec,
     Violation,
     arguments_json,
+    blocks_chars,
     changed_arguments,
     check_tool_messages,
+    input_chars,
+    list_chars,
+    object_chars,
     results_as_tool_messages,
 )
+from .openai_chat import function_tools
 
 __all__ = ["LangChainFormat", "is_langchain_message"]
 
@@ -212,6 +218,35 @@ class LangChainFormat(Format):
     def validate(self, history: History) -> list[Violation]:
         return check_tool_messages(history, _RULES)
 
+    def tool_definitions(self, specs: Sequence[ToolSpec]) -> list[Any]:
+        """OpenAI-style dicts, as ``bind_tools`` takes them."""
+        return function_tools(specs)
+
+    def message_chars(self, message: Message) -> int:
+        """Chars of the message's ``messages_to_dict`` form (``{"type": ..., "data": {...}}``),
+        the JSON a LangChain history is kept in; an object is measured as that form."""
+        m = message
+        if m.role == "tool":
+            return sum(map(_result_chars, m.results))
+        fields = _fields(m.raw)
+        if not m.dirty or fields is None:
+            return _sent_chars(m.raw)
+        data = _data(fields[1])
+        sized: dict[str, int | None] = {"tool_calls": list_chars(map(_call_chars, m.calls))}
+        content = data.get("content")
+        update: dict[str, Any] = {}
+        if isinstance(content, list):  # mirrors the pruning of tool_use blocks in _dump_message
+            kept = {c.id for c in m.calls}
+            update["content"] = [
+                b for b in content
+                if not (isinstance(b, Mapping) and b.get("type") == "tool_use" and b.get("id") not in kept)
+            ]  # fmt: skip
+        changed = _changed_arguments(m.calls)
+        if changed:  # the message's other copies of the calls, as the dump updates them
+            update.update(_mirrored(fields[1], update.get("content"), changed))
+        sized.update({key: input_chars(value) for key, value in update.items()})
+        return _envelope(fields[0], object_chars(data, sized))
+
 
 _RULES = ToolMessageRules(
     empty_id=lambda i: (
@@ -306,3 +341,62 @@ def _replace_text(content: Any, text: str) -> Any:
         ]
         return [{"type": "text", "text": text}, *rest]
     return text
+
+
+def _call_chars(c: ToolCallPart) -> int:
+    """Chars of ``tool_calls[k]`` as :meth:`LangChainFormat._dump_call` sends it."""
+    raw = c.raw if c.raw is not None else {}
+    changed = changed_arguments(c, raw.get("args"))
+    if c.raw is not None and raw.get("id") == c.id and not changed:
+        return input_chars(c.raw)
+    sized: dict[str, int | None] = {"id": input_chars(c.id)}
+    if changed:
+        sized["args"] = input_chars(c.arguments)
+    return object_chars(raw, sized)
+
+
+def _data(data: Any) -> Mapping[str, Any]:
+    """A message's fields as a mapping: the dict form's ``data``, or the object's fields."""
+    if isinstance(data, Mapping):
+        return data
+    dumped: dict[str, Any] = data.model_dump()  # fields hold references: no text is copied
+    return dumped
+
+
+def _envelope(kind: str, data_chars: int) -> int:
+    """Chars of ``{"type": kind, "data": ...}`` around data of ``data_chars`` chars."""
+    return object_chars(None, {"type": input_chars(kind), "data": data_chars})
+
+
+def _sent_chars(raw: Any) -> int:
+    """Chars of a message kept as it came, in its dict form."""
+    fields = _fields(raw)
+    if fields is None or isinstance(raw, Mapping):
+        return input_chars(raw)
+    return _envelope(fields[0], input_chars(_data(fields[1])))
+
+
+_NEW_TOOL_DATA: dict[str, Any] = {
+    "additional_kwargs": {},
+    "response_metadata": {},
+    "type": "tool",
+    "id": None,
+    "artifact": None,
+}
+"""The fields of a new ``ToolMessage`` (object or dict) besides those a result sets."""
+
+
+def _result_chars(p: ToolResultPart) -> int:
+    """Chars of the ``ToolMessage`` :meth:`LangChainFormat._dump_result` sends for ``p``."""
+    if not p.modified and p.raw is not None:
+        return _sent_chars(p.raw)
+    fields = _fields(p.raw) if p.raw is not None else None
+    data = _data(fields[1]) if fields is not None else _NEW_TOOL_DATA
+    status = "error" if p.is_error else None
+    content = blocks_chars(data.get("content"), p.text, "text", strings_are_text=True)
+    sized: dict[str, int | None] = {"tool_call_id": input_chars(p.call_id), "content": content}
+    if fields is None:
+        sized.update(name=input_chars(p.name), status=input_chars(status or "success"))
+    elif status:
+        sized["status"] = input_chars(status)
+    return _envelope(fields[0] if fields is not None else "tool", object_chars(data, sized))

@@ -9,18 +9,27 @@ from typing import Any
 from ..exceptions import FormatError
 from ..messages import History, Message, OpaquePart, Part, TextPart, ToolCallPart, ToolResultPart
 from ._base import (
+    Answer,
     CallIdRule,
     Format,
     FormatRules,
+    ToolCall,
     ToolMessageRules,
+    ToolSpec,
     Violation,
     arguments_json,
+    blocks_chars,
     changed_arguments,
     check_tool_messages,
     expect_mapping,
+    field_of,
+    input_chars,
+    items_of,
+    list_chars,
+    object_chars,
 )
 
-__all__ = ["OpenAIChatFormat", "content_text"]
+__all__ = ["OpenAIChatFormat", "content_text", "function_tools"]
 
 _ROLES = ("system", "developer", "user", "assistant", "tool", "function")
 
@@ -158,6 +167,38 @@ class OpenAIChatFormat(Format):
     def validate(self, history: History) -> list[Violation]:
         return check_tool_messages(history, _RULES, _ID_RULE)
 
+    def tool_definitions(self, specs: Sequence[ToolSpec]) -> list[Any]:
+        return function_tools(specs)
+
+    def response_calls(self, response: Any) -> list[ToolCall]:
+        """The function ``tool_calls`` of a ``ChatCompletion``'s first choice (or its dict), or
+        of the assistant message itself."""
+        choices = items_of(field_of(response, "choices"))
+        message = field_of(choices[0], "message") if choices else response
+        out = []
+        for c in items_of(field_of(message, "tool_calls")):
+            function = field_of(c, "function")
+            if function is None:
+                continue  # a custom tool's call: no function to run
+            out.append(
+                ToolCall.read(field_of(c, "id"), field_of(function, "name"), field_of(function, "arguments"))
+            )
+        return out
+
+    def result_messages(self, answered: Sequence[Answer]) -> list[Any]:
+        """One ``role: "tool"`` message per call (Chat Completions has no error flag)."""
+        return [{"role": "tool", "tool_call_id": call.id, "content": text} for call, text, _ in answered]
+
+    def message_chars(self, message: Message) -> int:
+        m = message
+        if not m.dirty and isinstance(m.raw, Mapping):
+            return input_chars(m.raw)  # sent as it came
+        if m.role == "tool":
+            return sum(map(_result_chars, m.results))
+        base = m.raw if isinstance(m.raw, Mapping) else {"role": m.role}
+        calls = [_call_chars(p) for p in m.parts if isinstance(p, ToolCallPart)]
+        return object_chars(base, {"tool_calls": list_chars(calls) if calls else None})
+
 
 _RULES = ToolMessageRules(
     empty_id=lambda i: (
@@ -190,3 +231,45 @@ def _field_str(obj: Mapping[str, Any], key: str, index: int, field: str) -> str:
     if value is None or isinstance(value, str):
         return value or ""
     raise FormatError(f"{key} must be a string, got {type(value).__name__}", index=index, field=field)
+
+
+def function_tools(specs: Sequence[ToolSpec]) -> list[Any]:
+    """``{"type": "function", "function": {...}}`` tool definitions (Chat Completions, and
+    LangChain's ``bind_tools``)."""
+    return [
+        {
+            "type": "function",
+            "function": {"name": s.name, "description": s.description, "parameters": s.fresh_schema()},
+        }
+        for s in specs
+    ]
+
+
+_NEW_RESULT = {"role": "tool"}
+_NEW_CALL = {"type": "function"}
+
+
+def _result_chars(p: ToolResultPart) -> int:
+    """Chars of the ``tool`` message :meth:`OpenAIChatFormat.dump_message` sends for ``p``."""
+    if p.raw is None:
+        return object_chars(
+            _NEW_RESULT, {"tool_call_id": input_chars(p.call_id), "content": input_chars(p.text)}
+        )
+    if not p.modified:
+        return input_chars(p.raw)
+    size = blocks_chars(p.raw.get("content"), p.text, "text")
+    return object_chars(p.raw, {"tool_call_id": input_chars(p.call_id), "content": size})
+
+
+def _call_chars(p: ToolCallPart) -> int:
+    """Chars of one entry of ``tool_calls`` as :meth:`OpenAIChatFormat._dump_call` sends it."""
+    function = p.raw.get("function") if p.raw is not None else None
+    held = function.get("arguments") if isinstance(function, Mapping) else None
+    if p.raw is not None and p.raw.get("id") == p.id and not changed_arguments(p, held):
+        return input_chars(p.raw)
+    fn = function if isinstance(function, Mapping) else {"name": p.name}
+    arguments = input_chars(arguments_json(p.arguments))
+    return object_chars(
+        p.raw if p.raw is not None else _NEW_CALL,
+        {"id": input_chars(p.id), "function": object_chars(fn, {"arguments": arguments})},
+    )

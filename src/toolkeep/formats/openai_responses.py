@@ -45,12 +45,20 @@ from ..exceptions import FormatError
 from ..messages import History, Message, OpaquePart, Part, ToolCallPart, ToolResultPart
 from ._base import (
     CONTINUE_TEXT,
+    Answer,
     Format,
     FormatRules,
+    ToolCall,
+    ToolSpec,
     Violation,
     arguments_json,
+    blocks_chars,
     changed_arguments,
     expect_mapping,
+    field_of,
+    input_chars,
+    list_in,
+    object_chars,
     results_as_tool_messages,
 )
 
@@ -404,3 +412,94 @@ class OpenAIResponsesFormat(Format):
             calls[p.id] = kind
             pending[p.id] = (at, kind)
         return out
+
+    def tool_definitions(self, specs: Sequence[ToolSpec]) -> list[Any]:
+        return [
+            {
+                "type": "function",
+                "name": s.name,
+                "description": s.description,
+                "parameters": s.fresh_schema(),
+                "strict": False,
+            }
+            for s in specs
+        ]
+
+    def response_calls(self, response: Any) -> list[ToolCall]:
+        """The ``function_call`` items of a ``Response``'s ``output`` (or its dict), or of the
+        output items themselves."""
+        return [
+            ToolCall.read(field_of(i, "call_id"), field_of(i, "name"), field_of(i, "arguments"))
+            for i in list_in(response, "output")
+            if field_of(i, "type") == "function_call"
+        ]
+
+    def result_messages(self, answered: Sequence[Answer]) -> list[Any]:
+        """One ``function_call_output`` item per call (the Responses API has no error flag)."""
+        return [
+            {"type": "function_call_output", "call_id": call.id, "output": text} for call, text, _ in answered
+        ]
+
+    def message_chars(self, message: Message) -> int:
+        """Chars of the items ``message`` stands for: a run's whole (``0`` for the placeholders
+        before it), a result's output item, any other item as it came."""
+        m = message
+        if _RUN in m.meta:
+            return 0  # sent with its run
+        if m.role == "assistant":
+            if not m.dirty and isinstance(m.raw, tuple):
+                return sum(map(input_chars, m.raw))
+            return _run_chars(m)
+        if not m.dirty and m.raw is not None:
+            return input_chars(m.raw)
+        return sum(map(_result_chars, m.results))
+
+
+def _run_chars(m: Message) -> int:
+    """Chars of the items :meth:`OpenAIResponsesFormat._dump_run` makes of a changed run: those
+    of unknown kinds it moves after the outputs count, a reasoning item it drops does not."""
+    parts = [p for p in m.parts if isinstance(p, (ToolCallPart, OpaquePart))]
+    size = 0
+    while parts and isinstance(parts[-1], OpaquePart) and isinstance(parts[-1].raw, Mapping):
+        last = parts[-1].raw
+        if _side(last) == "unknown":
+            size += input_chars(last)
+        elif last.get("type") != "reasoning":
+            break
+        parts.pop()
+    return size + sum(_call_chars(p) if isinstance(p, ToolCallPart) else input_chars(p.raw) for p in parts)
+
+
+def _call_chars(p: ToolCallPart) -> int:
+    """Chars of the item :meth:`OpenAIResponsesFormat._dump_call` sends for ``p``."""
+    raw = p.raw if isinstance(p.raw, Mapping) else None
+    if raw is None:
+        arguments = input_chars(arguments_json(p.arguments))
+        new = {"call_id": input_chars(p.id), "name": input_chars(p.name), "arguments": arguments}
+        return object_chars(_NEW_CALL, new)
+    key = "input" if "input" in raw and "arguments" not in raw else "arguments"
+    changed = changed_arguments(p, raw.get(key))
+    renamed = raw.get("call_id") != p.id
+    if not changed and not renamed:
+        return input_chars(raw)
+    sized: dict[str, int | None] = {"call_id": input_chars(p.id)}
+    if renamed:
+        sized["id"] = None  # a renamed call loses its item id
+    if changed:
+        sized[key] = input_chars(arguments_json(p.arguments))
+    return object_chars(raw, sized)
+
+
+def _result_chars(p: ToolResultPart) -> int:
+    """Chars of the output item :meth:`OpenAIResponsesFormat._dump_result` sends for ``p``."""
+    raw = p.raw if isinstance(p.raw, Mapping) else None
+    if raw is not None and not p.modified:
+        return input_chars(raw)
+    size = blocks_chars(raw.get("output") if raw is not None else None, p.text, "input_text")
+    return object_chars(
+        raw if raw is not None else _NEW_OUTPUT, {"call_id": input_chars(p.call_id), "output": size}
+    )
+
+
+_NEW_CALL = {"type": "function_call"}
+_NEW_OUTPUT = {"type": "function_call_output"}

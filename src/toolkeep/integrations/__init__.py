@@ -10,7 +10,8 @@ Each module imports its framework only when used, and says what to install when 
   ``RunConfig(call_model_input_filter=...)`` and the recall tools as function tools
   (``pip install 'toolkeep[openai-agents]'``)
 - :mod:`toolkeep.integrations.raw`: ``ToolLoop`` for a hand-written tool loop over the
-  ``anthropic`` or ``openai`` client (no extra needed beyond the SDK itself)
+  ``anthropic``, ``openai``, ``google-genai`` or boto3 ``bedrock-runtime`` client (no extra
+  needed beyond the SDK itself)
 """
 
 from __future__ import annotations

@@ -37,7 +37,7 @@ from ..config import Config
 from ..formats._base import Format, FormatRules, Violation, changed_arguments, results_in_next_user
 from ..formats.anthropic import AnthropicFormat
 from ..messages import History, Message, OpaquePart, Part, TextPart, ToolCallPart, ToolResultPart
-from ..recall import READ_TOOL, RECALL_TOOL, handle_tool_call, tool_definitions
+from ..recall import READ_TOOL, RECALL_TOOL, handle_tool_call, tool_specs
 from ..report import Report
 from ..session import Session
 from . import SessionOwner, require
@@ -178,8 +178,8 @@ class ToolkeepHistory(SessionOwner):
             return run
 
         tools = [
-            Tool.from_schema(bind(d["name"]), d["name"], d["description"], d["input_schema"])
-            for d in tool_definitions("anthropic", (RECALL_TOOL, READ_TOOL))
+            Tool.from_schema(bind(s.name), s.name, s.description, s.fresh_schema())
+            for s in tool_specs((RECALL_TOOL, READ_TOOL))
         ]
         return FunctionToolset(tools)
 

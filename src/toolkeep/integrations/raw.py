@@ -1,4 +1,4 @@
-"""The hand-written tool loop over the ``anthropic`` or ``openai`` client, with toolkeep in it.
+"""The hand-written tool loop over a provider's own client, with toolkeep in it.
 
 :class:`ToolLoop` does the three things such a loop needs and nothing else: prepares each
 request (:meth:`ToolLoop.prepare`), runs the model's tool calls through your functions with each
@@ -17,9 +17,12 @@ You keep the loop, the client call and the history::
                 break
             messages += results
 
-``results`` gives the messages that answer the response's calls, in the loop's format: one user
-message of ``tool_result`` blocks (Anthropic), one ``role: "tool"`` message per call (OpenAI Chat
-Completions), or ``function_call_output`` items (OpenAI Responses); ``[]`` when there were none.
+The format reads the calls out of the response and writes the results
+(:meth:`~toolkeep.formats.Format.response_calls`, :meth:`~toolkeep.formats.Format.result_messages`):
+one user message of ``tool_result`` blocks (Anthropic), one ``role: "tool"`` message per call
+(OpenAI Chat Completions), ``function_call_output`` items (OpenAI Responses), one user
+``Content`` of ``function_response`` parts (Gemini, google-genai), one user message of
+``toolResult`` blocks (Bedrock Converse); ``[]`` when there were none.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from typing import Any, Literal
 
 from ..config import Config
 from ..exceptions import ConfigError
+from ..formats import ToolCall as ToolCall  # where it lived before the formats read responses
 from ..formats import get_format
 from ..messages import ToolResultPart
 from ..recall import READ_TOOL, RECALL_TOOL, handle_tool_call, tool_definitions
@@ -39,28 +43,14 @@ from ..session import Session
 from ..steps import StepContext, ToolCaps
 from . import SessionOwner
 
-__all__ = ["LOOP_FORMATS", "LoopFormat", "ToolCall", "ToolLoop"]
+__all__ = ["LOOP_FORMATS", "LoopFormat", "ToolLoop"]
 
 _log = logging.getLogger("toolkeep")
 
-LoopFormat = Literal["anthropic", "openai-chat", "openai-responses"]
-LOOP_FORMATS: tuple[LoopFormat, ...] = ("anthropic", "openai-chat", "openai-responses")
-"""Formats :class:`ToolLoop` reads calls from and writes results in."""
-
-
-class ToolCall:
-    """One call the model made: ``id``, tool ``name`` and ``arguments`` (a mapping, or the raw
-    JSON string when it does not parse)."""
-
-    __slots__ = ("arguments", "id", "name")
-
-    def __init__(self, id: str, name: str, arguments: Mapping[str, Any] | str) -> None:
-        self.id = id
-        self.name = name
-        self.arguments = arguments
-
-    def __repr__(self) -> str:
-        return f"ToolCall({self.id!r}, {self.name!r}, {self.arguments!r})"
+LoopFormat = Literal["anthropic", "openai-chat", "openai-responses", "gemini", "bedrock"]
+LOOP_FORMATS: tuple[LoopFormat, ...] = ("anthropic", "openai-chat", "openai-responses", "gemini", "bedrock")
+"""Formats :class:`ToolLoop` reads calls from and writes results in: those whose model response
+holds the calls."""
 
 
 class ToolLoop(SessionOwner):
@@ -87,6 +77,7 @@ class ToolLoop(SessionOwner):
             raise ConfigError(f"tool name(s) {', '.join(sorted(clash))} are toolkeep's own; rename yours")
         self.tools = dict(tools)
         self.format: LoopFormat = format
+        self._format = get_format(format)
         self._hold(session, config)
         self.report: Report | None = None
         """The report of the last :meth:`prepare`."""
@@ -108,27 +99,8 @@ class ToolLoop(SessionOwner):
 
     def calls(self, response: Any) -> list[ToolCall]:
         """The tool calls in a response (the SDK object, its ``model_dump()``, or the assistant
-        message / output items themselves)."""
-        if self.format == "anthropic":
-            content = _get(response, "content", response)
-            blocks = [b for b in content or () if _get(b, "type") == "tool_use"]
-            return [ToolCall(_get(b, "id"), _get(b, "name"), _get(b, "input") or {}) for b in blocks]
-        if self.format == "openai-chat":
-            choices = _get(response, "choices")
-            message = _get(choices[0], "message") if choices else response
-            out = []
-            for c in _get(message, "tool_calls") or ():
-                function = _get(c, "function")
-                out.append(
-                    ToolCall(_get(c, "id"), _get(function, "name"), _parse(_get(function, "arguments")))
-                )
-            return out
-        items = _get(response, "output", response)
-        return [
-            ToolCall(_get(i, "call_id"), _get(i, "name"), _parse(_get(i, "arguments")))
-            for i in items or ()
-            if _get(i, "type") == "function_call"
-        ]
+        message / output items themselves); arguments that do not parse come as their text."""
+        return self._format.response_calls(response)
 
     def run(self, call: ToolCall) -> tuple[str, bool]:
         """Run one call: ``(text, is_error)``, the text already within the tool's cap."""
@@ -158,47 +130,10 @@ class ToolLoop(SessionOwner):
     def cap(self, tool: str, call_id: str, text: str) -> str:
         """``text`` cut to ``tool``'s cap (the full output archived and saved first), or as is."""
         part = ToolResultPart(call_id or "result", text, name=tool)
-        ctx = StepContext(
-            get_format(self.format), self.session.config, self.session.workspace, self.session.store
-        )
+        ctx = StepContext(self._format, self.session.config, self.session.workspace, self.session.store)
         cut = self._caps.cut(part, ctx)
         return text if cut is None else cut.text
 
     def results(self, response: Any) -> list[Any]:
         """The messages answering every call in ``response``, to append to the history."""
-        answered = [(call, *self.run(call)) for call in self.calls(response)]
-        if not answered:
-            return []
-        if self.format == "anthropic":
-            blocks = []
-            for call, text, error in answered:
-                block: dict[str, Any] = {"type": "tool_result", "tool_use_id": call.id, "content": text}
-                if error:
-                    block["is_error"] = True
-                blocks.append(block)
-            return [{"role": "user", "content": blocks}]
-        if self.format == "openai-chat":
-            return [{"role": "tool", "tool_call_id": call.id, "content": text} for call, text, _ in answered]
-        return [
-            {"type": "function_call_output", "call_id": call.id, "output": text} for call, text, _ in answered
-        ]
-
-
-def _get(obj: Any, name: str, default: Any = None) -> Any:
-    """A field of an SDK object or of its dict form."""
-    if isinstance(obj, Mapping):
-        return obj.get(name, default)
-    return getattr(obj, name, default)
-
-
-def _parse(arguments: Any) -> Mapping[str, Any] | str:
-    """OpenAI sends arguments as a JSON string; an unparsable one is passed on as text."""
-    if isinstance(arguments, Mapping):
-        return arguments
-    if not isinstance(arguments, str) or not arguments.strip():
-        return {}
-    try:
-        parsed = json.loads(arguments)
-    except json.JSONDecodeError:
-        return arguments
-    return parsed if isinstance(parsed, Mapping) else arguments
+        return self._format.result_messages([(call, *self.run(call)) for call in self.calls(response)])
