@@ -7,29 +7,16 @@ rewrite (see :mod:`toolkeep.policies.cost`)."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Hashable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..messages import History, Message, TextPart, ToolCallPart, ToolResultPart
+from ..formats import Format
+from ..formats._base import MESSAGE_CHARS_SLACK
+from ..messages import History, Role, ToolCallPart, ToolResultPart
 from .commands import Kind
 
-__all__ = [
-    "CALL_OVERHEAD",
-    "MESSAGE_OVERHEAD",
-    "PART_OVERHEAD",
-    "RESULT_OVERHEAD",
-    "SLACK",
-    "FoldState",
-    "Item",
-    "account",
-    "allowance",
-    "grow_chars",
-    "input_chars",
-    "message_chars",
-    "text_chars",
-]
+__all__ = ["SLACK", "FoldState", "Item", "account", "allowance", "grow_chars"]
 
 
 @dataclass(slots=True)
@@ -47,6 +34,8 @@ class Item:
     superseded: bool = False
     forms: dict[int, Any] = field(default_factory=dict)
     sizes: dict[int, int] = field(default_factory=dict)
+    role: Role = "user"
+    """The role of the message that holds it (its size as sent depends on it)."""
     made: Hashable = None
     """What the item was made of (it is taken again while that is unchanged)."""
 
@@ -75,50 +64,15 @@ class FoldState:
     unmanaged: float = 0.0
 
 
-def text_chars(text: str) -> int:
-    """Chars of ``text`` as a JSON string's contents (escapes counted, quotes not)."""
-    return len(json.dumps(text, ensure_ascii=False)) - 2
+SLACK = MESSAGE_CHARS_SLACK
+"""Chars by which a format's ``message_chars`` may miss a message as serialized: what a rewrite
+that must cost nothing keeps in reserve per message it rewrites."""
 
 
-def input_chars(value: Any) -> int:
-    """Chars of a tool call's input as compact JSON."""
-    return len(json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str))
-
-
-MESSAGE_OVERHEAD = 30
-"""Chars of a message besides its parts (``{"role":"user","content":[...]}``)."""
-PART_OVERHEAD = 26
-"""Chars of a part besides its contents and ids (``{"type":"text","text":"..."}``)."""
-RESULT_OVERHEAD = 54
-"""Chars of a tool result part besides its text and call id."""
-CALL_OVERHEAD = 46
-"""Chars of a tool call part besides its id, name and input."""
-SLACK = 50
-"""Chars by which ``message_chars`` may miss a message as serialized (a result given as a list
-of text blocks, an error flag): what a rewrite that must cost nothing keeps in reserve per
-message it rewrites."""
-
-
-def message_chars(m: Message) -> int:
-    """Chars of ``m`` as sent, estimated as Anthropic's compact JSON, the shape the costs are
-    paid in: every message and part carries keys and ids besides its text, which on the small
-    messages of a typical turn are most of the size."""
-    size = MESSAGE_OVERHEAD
-    for p in m.parts:
-        if isinstance(p, ToolResultPart):
-            size += RESULT_OVERHEAD + len(p.call_id) + text_chars(p.text)
-        elif isinstance(p, TextPart):
-            size += PART_OVERHEAD + text_chars(p.text)
-        elif isinstance(p, ToolCallPart):
-            size += CALL_OVERHEAD + len(p.id) + len(p.name) + input_chars(p.arguments)
-        else:
-            size += input_chars(p.raw)
-    return size
-
-
-def grow_chars(chars: list[int], history: History, boundary: int) -> None:
+def grow_chars(chars: list[int], history: History, boundary: int, fmt: Format) -> None:
+    """Extend ``chars`` with the size of each message up to ``boundary``, as ``fmt`` sends it."""
     while len(chars) < boundary:
-        chars.append(message_chars(history[len(chars)]))
+        chars.append(fmt.message_chars(history[len(chars)]))
 
 
 def allowance(fold: FoldState, risk: float) -> float:

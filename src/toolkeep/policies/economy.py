@@ -35,9 +35,10 @@ from bisect import bisect_left
 from collections.abc import Hashable, Mapping
 
 from ..config import Config, Economy
+from ..formats._base import text_chars
 from ..messages import History, Part, ToolCallPart, ToolResultPart
 from ..steps import Microcompactor, Step, StepContext
-from .accounting import FoldState, Item, account, allowance, grow_chars, text_chars
+from .accounting import FoldState, Item, account, allowance, grow_chars
 from .commands import Kind, call_kind, call_target
 from .cost import CostModel
 from .forms import Forms
@@ -122,7 +123,7 @@ class EconomyPlan:
                     fold.active.append(item)
             fold.registered = assistants[n]
             grown = len(fold.message_chars)
-            grow_chars(fold.message_chars, flat, assistants[n])
+            grow_chars(fold.message_chars, flat, assistants[n], ctx.format)
             # a result cut by a cap or the budget is sent as its entry form (with the names
             # index); what the cut left out is saved already
             cut = 0
@@ -159,7 +160,7 @@ class EconomyPlan:
         active = fold.active + [item for item, _ in trailing if self._may_shrink(item, ctx)]
         chars = fold.message_chars
         kept = len(chars)
-        grow_chars(chars, flat, len(flat))
+        grow_chars(chars, flat, len(flat), ctx.format)
         try:
             moves = self.cost.decide(
                 active,
@@ -268,10 +269,19 @@ class EconomyPlan:
                 tail = part.full_text[-3_000:]
                 failure = e.smart and (part.is_error or (kind == "exec" and bool(_FAILURE.search(tail))))
                 target = call_target(name, arguments) if kind == "read" and e.smart else None
-                made = (part.call_id, part.full_text, part.text, part.saved_path, kind, failure, block)
+                made = (
+                    part.call_id,
+                    part.full_text,
+                    part.text,
+                    part.saved_path,
+                    kind,
+                    failure,
+                    block,
+                    m.role,
+                )
                 item = reuse.get((index, j))
                 if item is None or item.made != made:
-                    item = Item(index, j, block, part, kind, failure, made=made)
+                    item = Item(index, j, block, part, kind, failure, role=m.role, made=made)
                 out.append((item, target))
         return out
 

@@ -15,10 +15,11 @@ from typing import Any
 
 from ..config import Economy
 from ..content_type import detect_content_type
-from ..messages import ToolCallPart, ToolResultPart
+from ..formats._base import input_chars, text_chars
+from ..messages import Message, ToolCallPart, ToolResultPart
 from ..shorten import carried_keys, compact_form, summary_form
 from ..steps import StepContext
-from .accounting import MESSAGE_OVERHEAD, RESULT_OVERHEAD, SLACK, Item, input_chars, text_chars
+from .accounting import SLACK, Item
 from .inputs import input_form, parsed_object
 from .previews import lines_summary, trimmed_form, with_names
 
@@ -107,7 +108,10 @@ class Forms:
             # the lean summary: as long as it can be for a move of this result alone in its
             # message to cost nothing (the message written at 1.25x where it was read at 0.1x,
             # with the slack of the size estimate); lines and names index share that length
-            wrapper = MESSAGE_OVERHEAD + RESULT_OVERHEAD + len(p.call_id)
+            # the format's own size of a message holding this result alone, but for its text
+            wrapper = ctx.format.message_chars(
+                Message(item.role, (ToolResultPart(p.call_id, "", name=p.name),))
+            )
             read = e.cache_read * (self.size(item, 0, ctx) + wrapper)
             free = max(0, int((read - e.cache_write * (wrapper + SLACK)) / e.cache_write))
             text = lines_summary(
