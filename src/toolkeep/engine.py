@@ -315,14 +315,19 @@ class _Engine:
                 )
             )
             call_index += calls
+        unsaved: list[str] = []
         if plan is not None:
-            first_changed = self._render(fmt, plan, min(first_changed, keep), ctx)
+            first_changed = self._render(fmt, plan, min(first_changed, keep), ctx, unsaved)
         self._commit(blocks, first_changed, ctx.report)
+        ctx.report.save_errors += unsaved
         return list(state.out)
 
-    def _render(self, fmt: Format, plan: Plan, first_staged: int, ctx: StepContext) -> int:
+    def _render(
+        self, fmt: Format, plan: Plan, first_staged: int, ctx: StepContext, unsaved: list[str]
+    ) -> int:
         """Bring the plan up to date with the blocks staged from ``first_staged`` on, and render
-        every block whose rendering changed; the first block rendered again."""
+        every block whose rendering changed; the first block rendered again. What the plan could
+        not save while deciding goes to ``unsaved``."""
         state = self.state
         blocks, flat, starts = state.blocks, state.flat, state.flat_starts
         start = starts[first_staged] if first_staged < len(starts) else len(flat)
@@ -330,7 +335,11 @@ class _Engine:
         for b in blocks[first_staged:]:
             starts.append(len(flat))
             flat.extend(b.staged or ())
-        touched = plan.update(flat, start, ctx)
+        deciding = StepContext(
+            fmt, ctx.config, ctx.workspace, ctx.store, Report(format=fmt.name), memo=ctx.memo
+        )
+        touched = plan.update(flat, start, deciding)
+        unsaved += deciding.report.save_errors
         if touched is None:
             candidates = set(range(len(blocks)))
         else:

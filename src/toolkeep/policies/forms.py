@@ -30,6 +30,10 @@ LEAN = 3
 _SOURCE_TYPES = ("source", "JSON", "YAML", "XML", "HTML", "Markdown")
 
 
+class _Unarchived(Exception):
+    """The original could not be archived: no shorter form without a way back."""
+
+
 class Forms:
     """The forms of the items of one policy's settings."""
 
@@ -60,8 +64,11 @@ class Forms:
         elif tier == 0:
             form = self._entry_form(item.obj)
         else:
-            form = self._result_form(item, tier, ctx)
             previous = self.form(item, tier - 1, ctx)
+            try:
+                form = self._result_form(item, tier, ctx)
+            except _Unarchived:
+                return previous  # stays as it is, not remembered: the next request tries again
             if len(form) >= len(previous):
                 form = previous
         item.forms[tier] = form
@@ -81,6 +88,8 @@ class Forms:
         assert isinstance(p, ToolResultPart)
         original = p.full_text
         key = p.key or ctx.archive(original)
+        if ctx.unarchived(key):
+            raise _Unarchived
         if key and p.key is None:
             item.obj = p = replace(p, key=key)
         keys = ([key] if key else []) + carried_keys(original)

@@ -33,6 +33,8 @@ def input_form(value: Any, ctx: StepContext, min_chars: int, head: int) -> Any:
         if len(value) <= min_chars:
             return value
         key = ctx.archive(value)
+        if ctx.unarchived(key):
+            return value  # no way back: it stays whole
         way = f" {marker(key)}" if key else ""
         return f"{value[:head]}\n[... {len(value) - head}{_OMITTED}{way}"
     if isinstance(value, Mapping):

@@ -91,6 +91,8 @@ class SeedMicrocompactor(Step):
 
     def _cut(self, p: ToolResultPart, age: int, ctx: StepContext) -> ToolResultPart | None:
         key = p.key or ctx.archive(p.full_text)
+        if ctx.unarchived(key):
+            return None  # no way back: it stays whole (the report's save_errors say why)
         keys = ([key] if key else []) + carried_keys(p.text)
         paths = [p.saved_path] if p.saved_path else []
         text = self.form(p.text, age, keys, paths)

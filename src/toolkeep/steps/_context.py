@@ -146,6 +146,12 @@ class StepContext:
                 self.memo.put(space, obj, value, extra)
         return value  # type: ignore[no-any-return]
 
+    def unarchived(self, key: str | None) -> bool:
+        """True when an original should have been archived under ``key`` and was not (the
+        store refused it): what was to be cut must then stay whole, never cut without a way
+        back. A run without a store (pure mode) archives nothing and says so in its forms."""
+        return key is None and self.store is not None
+
     def lookup(self, key: str) -> str | None:
         """The archived original behind ``key``, if the store has it."""
         if self.store is None:

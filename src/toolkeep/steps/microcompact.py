@@ -88,6 +88,8 @@ class Microcompactor(Step):
         if len(original) <= self.min_chars or self.preserved(p) or self.recalled(p, age, ctx):
             return None
         key = p.key or ctx.archive(original)
+        if ctx.unarchived(key):
+            return None  # no way back: it stays whole (the report's save_errors say why)
         keys = ([key] if key else []) + carried_keys(original)
         paths = [p.saved_path] if p.saved_path else []
         if age >= self.summarize_turns:
