@@ -213,8 +213,8 @@ def split_lines(text: str) -> list[str]:
 class WorkspaceReader:
     """Reads files inside one directory, and nothing else.
 
-    A path is refused (:class:`ReaderError`) when it holds a NUL byte, a ``..`` component, a char
-    that only looks like a slash or a dot, or is too long; when it is absolute and not under the
+    A path is refused (:class:`ReaderError`) when it holds a NUL byte, a lone surrogate, a ``..``
+    component, a char that only looks like a slash or a dot, or is too long; when it is absolute and not under the
     root; when, with every symlink resolved, it is not under the root; and when it is not a
     regular file. The file is then opened without following a last-moment symlink and checked
     again through its open descriptor, so a swap between the check and the read gains nothing.
@@ -285,6 +285,11 @@ class WorkspaceReader:
             raise ReaderError("refused: the path contains a NUL byte")
         if len(raw) > MAX_PATH_CHARS:
             raise ReaderError(f"refused: the path is {len(raw):,} chars long")
+        if not raw.isascii():
+            try:
+                raw.encode("utf-8")
+            except UnicodeEncodeError:
+                raise ReaderError("refused: the path holds a lone surrogate (it is not valid text)") from None
         if any(c in _LOOKALIKES for c in raw) or _folds_to_separator(raw):
             raise ReaderError(f"refused: {_show(raw)} has chars that look like a slash or a dot")
         components = raw.split("/")
