@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..exceptions import ConfigError, StoreError
 from ._base import Clock, GcResult, Limits, StoreBase, StoreStats, decode_text, encode_text, validate_key
+from .url import mask_url
 
 if TYPE_CHECKING:  # pragma: no cover
     import redis
@@ -174,7 +175,7 @@ class RedisStore(StoreBase):
             )
             self._client.ping()
         except (self._redis.RedisError, ValueError) as exc:  # ValueError: a bad port, a host idna rejects
-            raise StoreError(f"cannot reach the Redis archive at {_safe_url(url)}: {exc}") from exc
+            raise StoreError(f"cannot reach the Redis archive at {mask_url(url)}: {exc}") from exc
         self._put = self._client.register_script(_PUT)
         self._get = self._client.register_script(_GET)
         self._delete = self._client.register_script(_DELETE)
@@ -209,7 +210,7 @@ class RedisStore(StoreBase):
             pipe.hgetall(self.keys[3])
             entries, meta = pipe.execute()
         except self._redis.RedisError as exc:
-            raise StoreError(f"Redis archive at {_safe_url(self.url)}: {exc}") from exc
+            raise StoreError(f"Redis archive at {mask_url(self.url)}: {exc}") from exc
         counts = {k.decode(): int(v) for k, v in meta.items()}
         lim = self.limits
         return StoreStats(
@@ -238,7 +239,7 @@ class RedisStore(StoreBase):
         try:
             client.delete(*self.keys)
         except self._redis.RedisError as exc:
-            raise StoreError(f"Redis archive at {_safe_url(self.url)}: {exc}") from exc
+            raise StoreError(f"Redis archive at {mask_url(self.url)}: {exc}") from exc
 
     def close(self) -> None:
         """Close the connection pool. Safe to call more than once."""
@@ -248,7 +249,7 @@ class RedisStore(StoreBase):
 
     def _live(self) -> redis.Redis:
         if self._client is None:
-            raise StoreError(f"Redis archive at {_safe_url(self.url)} is closed")
+            raise StoreError(f"Redis archive at {mask_url(self.url)} is closed")
         return self._client
 
     def _call(self, script: Any, args: list[Any]) -> Any:
@@ -256,27 +257,22 @@ class RedisStore(StoreBase):
         now = time.monotonic()
         if now < self._down_until:
             raise StoreError(
-                f"Redis archive at {_safe_url(self.url)}: unreachable a moment ago; "
+                f"Redis archive at {mask_url(self.url)}: unreachable a moment ago; "
                 f"asked again after {self.retry_after:g} s"
             )
         try:
             return script(keys=self.keys, args=args)
         except (self._redis.ConnectionError, self._redis.TimeoutError) as exc:
             self._down_until = now + self.retry_after
-            raise StoreError(f"Redis archive at {_safe_url(self.url)}: {type(exc).__name__}: {exc}") from exc
+            raise StoreError(f"Redis archive at {mask_url(self.url)}: {type(exc).__name__}: {exc}") from exc
         except self._redis.RedisError as exc:
             # the message names the server and the error, never the original's text
-            raise StoreError(f"Redis archive at {_safe_url(self.url)}: {type(exc).__name__}: {exc}") from exc
+            raise StoreError(f"Redis archive at {mask_url(self.url)}: {type(exc).__name__}: {exc}") from exc
 
     def __repr__(self) -> str:
-        return f"RedisStore({_safe_url(self.url)!r}, prefix={self.prefix!r})"
+        return f"RedisStore({mask_url(self.url)!r}, prefix={self.prefix!r})"
 
 
 def _num(value: float | None) -> str:
     """A number as the scripts read it; ``-1`` for no limit."""
     return "-1" if value is None else repr(float(value))
-
-
-def _safe_url(url: str) -> str:
-    """The URL without its password, for messages."""
-    return re.sub(r"//([^:/@]*):[^@/]*@", r"//\1:***@", url)

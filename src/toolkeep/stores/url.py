@@ -14,6 +14,10 @@ number of bytes), ``max_entries``, ``ttl`` (seconds, or ``30m``, ``12h``, ``7d``
     redis://127.0.0.1:6379/0?prefix=agent1&max_bytes=256M&ttl=7d
 
 Explicit ``limits`` passed to :func:`open_store` win over the query string.
+
+Whatever quotes a store URL (an error, a log line, the recall tool's answer) quotes
+:func:`mask_url` of it: the password is replaced by ``***``, in the userinfo
+(``redis://user:***@host``, whatever chars it holds) and in the query (``?password=***``).
 """
 
 from __future__ import annotations
@@ -29,18 +33,58 @@ from ._base import ArchiveStore, Clock, Limits
 from .file import FileStore
 from .memory import MemoryStore
 
-__all__ = ["open_store", "parse_limits", "store_for_config"]
+__all__ = ["mask_url", "open_store", "parse_limits", "store_for_config"]
 
 _SIZE = re.compile(r"(\d+)\s*([KMG]i?B?|B)?", re.IGNORECASE)
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*([smhd]?)", re.IGNORECASE)
 _SIZE_UNITS = {"": 1, "b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
 _SECONDS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
 _OURS = ("max_bytes", "max_entries", "ttl", "prefix")
+_SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*):(?://)?")
+_PATH_SCHEMES = ("file", "sqlite", "memory")
+"""Schemes whose URLs name a place on this machine: no userinfo to hide."""
+_SECRET_PARAM = re.compile(
+    r"(?<=[?&;])([^=&;#]*(?:pass|pwd|secret|token|auth)[^=&;#]*=)[^&;#]*", re.IGNORECASE
+)
+
+
+def mask_url(url: str) -> str:
+    """``url`` with its password replaced by ``***``: the one way a store URL is shown.
+
+    The userinfo is what precedes the last ``@`` of the authority (redis-py reads it so), and a
+    password holding ``/``, ``?`` or ``#`` (which end the authority) is masked up to the URL's last
+    ``@``: when in doubt, more is hidden. A query parameter whose name holds ``pass``, ``pwd``,
+    ``secret``, ``token`` or ``auth`` (``password``, ``ssl_password``) is masked up to the next
+    ``&``, ``;`` or ``#`` (a value holding those must percent-encode them, as URLs do).
+
+        >>> mask_url("redis://me:p@ss:w0rd@db:6379/0?password=x&prefix=a")
+        'redis://me:***@db:6379/0?password=***&prefix=a'
+    """
+    m = _SCHEME.match(url)
+    if m is None:
+        return url  # a bare path
+    head, rest = url[: m.end()], _SECRET_PARAM.sub(r"\1***", url[m.end() :])
+    if m[1].lower() in _PATH_SCHEMES:
+        return head + rest
+    end = min((i for i in map(rest.find, "/?#") if i >= 0), default=len(rest))
+    at = rest.rfind("@", 0, end)
+    if at < 0:
+        at = rest.rfind("@")
+    if at < 0:
+        return head + rest
+    user, colon, _ = rest[:at].partition(":")
+    return head + (f"{user}:***" if colon else "***") + rest[at:]
+
+
+def _quoted(url: str) -> str:
+    """A store URL as an error message quotes it: masked, and cut if very long."""
+    shown = mask_url(url)
+    return repr(shown if len(shown) <= 200 else f"{shown[:150]}...{shown[-40:]}")
 
 
 def parse_limits(query: dict[str, str], url: str = "") -> Limits:
     """The :class:`Limits` named by a store URL's query parameters."""
-    where = f" in store URL {url!r}" if url else ""
+    where = f" in store URL {_quoted(url)}" if url else ""
     max_bytes = max_entries = None
     ttl = None
     if "max_bytes" in query:
@@ -73,7 +117,7 @@ def open_store(url: str, *, limits: Limits | None = None, clock: Clock | None = 
     query = dict(parse_qsl(parts.query, keep_blank_values=True))
     unknown = sorted(set(query) - set(_OURS)) if scheme not in ("redis", "rediss", "unix") else []
     if unknown:
-        raise ConfigError(f"unknown store URL parameter(s) {', '.join(unknown)} in {url!r}")
+        raise ConfigError(f"unknown store URL parameter(s) {', '.join(unknown)} in {_quoted(url)}")
     parsed = parse_limits(query, url)
     if limits is not None:
         parsed = replace(
@@ -85,12 +129,12 @@ def open_store(url: str, *, limits: Limits | None = None, clock: Clock | None = 
     if scheme in ("file", ""):
         path = unquote(parts.netloc + parts.path) if scheme else parts.path
         if not path:
-            raise ConfigError(f"store URL {url!r} names no directory")
+            raise ConfigError(f"store URL {_quoted(url)} names no directory")
         return FileStore(path, limits=parsed, clock=clock)
     if scheme == "sqlite":
         path = unquote(parts.netloc + parts.path)
         if not path:
-            raise ConfigError(f"store URL {url!r} names no database file")
+            raise ConfigError(f"store URL {_quoted(url)} names no database file")
         from .sqlite import SQLiteStore
 
         return SQLiteStore(path, limits=parsed, clock=clock)
@@ -104,7 +148,7 @@ def open_store(url: str, *, limits: Limits | None = None, clock: Clock | None = 
             server = "unix://" + server[len("unix:") :]
         return RedisStore(server, prefix=prefix, limits=parsed, clock=clock)
     raise ConfigError(
-        f"unsupported store URL scheme {scheme!r} in {url!r} "
+        f"unsupported store URL scheme {scheme[:20]!r} in {_quoted(url)} "
         "(use memory://, file:///dir, sqlite:///file.db or redis://host:port/db)"
     )
 
