@@ -51,9 +51,10 @@ _SECRET_PARAM = re.compile(
 def mask_url(url: str) -> str:
     """``url`` with its password replaced by ``***``: the one way a store URL is shown.
 
-    The userinfo is what precedes the last ``@`` of the authority (redis-py reads it so), and a
-    password holding ``/``, ``?`` or ``#`` (which end the authority) is masked up to the URL's last
-    ``@``: when in doubt, more is hidden. A query parameter whose name holds ``pass``, ``pwd``,
+    Everything before the URL's last ``@`` is taken as userinfo and masked but for the user name:
+    redis-py reads the password up to the authority's last ``@``, and one holding ``/``, ``?`` or
+    ``#`` (which end the authority) is hidden too. When in doubt more is hidden (an ``@`` in a
+    later parameter hides the host as well); a URL without ``@`` keeps its host. A query parameter whose name holds ``pass``, ``pwd``,
     ``secret``, ``token`` or ``auth`` (``password``, ``ssl_password``) is masked up to the next
     ``&``, ``;`` or ``#`` (a value holding those must percent-encode them, as URLs do).
 
@@ -66,10 +67,7 @@ def mask_url(url: str) -> str:
     head, rest = url[: m.end()], _SECRET_PARAM.sub(r"\1***", url[m.end() :])
     if m[1].lower() in _PATH_SCHEMES:
         return head + rest
-    end = min((i for i in map(rest.find, "/?#") if i >= 0), default=len(rest))
-    at = rest.rfind("@", 0, end)
-    if at < 0:
-        at = rest.rfind("@")
+    at = rest.rfind("@")
     if at < 0:
         return head + rest
     user, colon, _ = rest[:at].partition(":")
