@@ -8,10 +8,16 @@
 ==========================================  ==============================================
 
 Limits go in the query string and apply to every scheme: ``max_bytes`` (``64M``, ``1G``, or a
-number of bytes), ``max_entries``, ``ttl`` (seconds, or ``30m``, ``12h``, ``7d``); Redis also takes
-``prefix`` (its namespace)::
+number of bytes), ``max_entries``, ``ttl`` (seconds, or ``30m``, ``12h``, ``7d``). Redis also takes
+``prefix`` (its namespace), how long to wait for the server, ``socket_timeout`` (an answer,
+default 10 s) and ``connect_timeout`` (a connection, default 5 s; redis-py's
+``socket_connect_timeout`` too), and ``retry_after`` (how long a server that did not answer is
+left alone, default 5 s, counted from the end of the call that gave up), and hands ``db``,
+``username``, ``password``, ``client_name``, ``health_check_interval``, ``socket_keepalive``,
+``max_connections``, ``protocol`` and, with ``rediss://``, ``ssl_*`` on to redis-py::
 
     redis://127.0.0.1:6379/0?prefix=agent1&max_bytes=256M&ttl=7d
+    redis://10.0.0.5:6379/0?socket_timeout=0.5&connect_timeout=0.5&retry_after=10
 
 Explicit ``limits`` passed to :func:`open_store` win over the query string.
 
@@ -25,6 +31,7 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import replace
+from typing import Any
 from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
 from ..config import Config
@@ -40,6 +47,12 @@ _DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*([smhd]?)", re.IGNORECASE)
 _SIZE_UNITS = {"": 1, "b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
 _SECONDS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
 _OURS = ("max_bytes", "max_entries", "ttl", "prefix")
+_REDIS_SCHEMES = ("redis", "rediss", "unix")
+_REDIS_OURS = ("socket_timeout", "connect_timeout", "socket_connect_timeout", "retry_after")
+_REDIS_PASSED = ("db", "username", "password", "client_name", "health_check_interval", "socket_keepalive",
+                 "max_connections", "protocol")  # fmt: skip
+"""What a Redis URL hands on to redis-py (and ``ssl_*`` with ``rediss://``); anything else is
+refused here, rather than become an unexpected keyword deep inside redis-py."""
 _SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*):(?://)?")
 _PATH_SCHEMES = ("file", "sqlite", "memory")
 """Schemes whose URLs name a place on this machine: no userinfo to hide."""
@@ -84,7 +97,6 @@ def parse_limits(query: dict[str, str], url: str = "") -> Limits:
     """The :class:`Limits` named by a store URL's query parameters."""
     where = f" in store URL {_quoted(url)}" if url else ""
     max_bytes = max_entries = None
-    ttl = None
     if "max_bytes" in query:
         m = _SIZE.fullmatch(query["max_bytes"].strip())
         if not m:
@@ -94,12 +106,18 @@ def parse_limits(query: dict[str, str], url: str = "") -> Limits:
         if not query["max_entries"].strip().isdigit():
             raise ConfigError(f"max_entries={query['max_entries']!r}{where}: expected a whole number")
         max_entries = int(query["max_entries"])
-    if "ttl" in query:
-        m = _DURATION.fullmatch(query["ttl"].strip())
-        if not m:
-            raise ConfigError(f"ttl={query['ttl']!r}{where}: expected seconds, or e.g. 30m, 12h, 7d")
-        ttl = float(m[1]) * _SECONDS[m[2].lower()]
+    ttl = _seconds(query, "ttl", where)
     return Limits(max_bytes=max_bytes, max_entries=max_entries, ttl=ttl)
+
+
+def _seconds(query: dict[str, str], name: str, where: str) -> float | None:
+    """The duration ``query[name]`` names (``90``, ``0.5``, ``30m``, ``12h``, ``7d``), if there."""
+    if name not in query:
+        return None
+    m = _DURATION.fullmatch(query[name].strip())
+    if not m:
+        raise ConfigError(f"{name}={query[name][:40]!r}{where}: expected seconds, or e.g. 0.5, 30m, 12h, 7d")
+    return float(m[1]) * _SECONDS[m[2].lower()]
 
 
 def open_store(url: str, *, limits: Limits | None = None, clock: Clock | None = None) -> ArchiveStore:
@@ -113,7 +131,12 @@ def open_store(url: str, *, limits: Limits | None = None, clock: Clock | None = 
     if len(scheme) == 1:  # a Windows drive letter, not a scheme
         return FileStore(url, limits=limits, clock=clock)
     query = dict(parse_qsl(parts.query, keep_blank_values=True))
-    unknown = sorted(set(query) - set(_OURS)) if scheme not in ("redis", "rediss", "unix") else []
+    known = set(_OURS)
+    if scheme in _REDIS_SCHEMES:
+        known.update(_REDIS_OURS, _REDIS_PASSED)
+        if scheme == "rediss":
+            known.update(k for k in query if k.startswith("ssl_"))
+    unknown = sorted(set(query) - known)
     if unknown:
         raise ConfigError(f"unknown store URL parameter(s) {', '.join(unknown)} in {_quoted(url)}")
     parsed = parse_limits(query, url)
@@ -136,15 +159,23 @@ def open_store(url: str, *, limits: Limits | None = None, clock: Clock | None = 
         from .sqlite import SQLiteStore
 
         return SQLiteStore(path, limits=parsed, clock=clock)
-    if scheme in ("redis", "rediss", "unix"):
+    if scheme in _REDIS_SCHEMES:
         from .redis import RedisStore
 
-        prefix = query.get("prefix", "toolkeep")
-        rest = [(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if k not in _OURS]
+        where = f" in store URL {_quoted(url)}"
+        timing: dict[str, Any] = {}  # only what the URL names: RedisStore's defaults are the rest
+        for name, given in (("socket_timeout", "socket_timeout"), ("connect_timeout", "connect_timeout"),
+                            ("connect_timeout", "socket_connect_timeout"), ("retry_after", "retry_after")):  # fmt: skip
+            value = _seconds(query, given, where)
+            if value is not None:
+                timing.setdefault(name, value)
+        ours = (*_OURS, *_REDIS_OURS)
+        rest = [(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if k not in ours]
         server = urlunsplit(parts._replace(query=urlencode(rest)))
         if scheme == "unix" and not parts.netloc:  # urlunsplit drops the "//" of unix:///path
             server = "unix://" + server[len("unix:") :]
-        return RedisStore(server, prefix=prefix, limits=parsed, clock=clock)
+        prefix = query.get("prefix", "toolkeep")
+        return RedisStore(server, prefix=prefix, limits=parsed, clock=clock, **timing)
     raise ConfigError(
         f"unsupported store URL scheme {scheme[:20]!r} in {_quoted(url)} "
         "(use memory://, file:///dir, sqlite:///file.db or redis://host:port/db)"
