@@ -1,6 +1,7 @@
 """The session workspace: a private directory for persisted outputs and the agent's scratch files.
 
-Layout (directories 0700, files 0600)::
+Layout (directories 0700, files 0600; toolkeep writes its files through descriptors of
+directories it checked are not symbolic links, and refuses a link planted in their place)::
 
     toolkeep-<random>/
         tool-results/   budget_<id>_<hash>.txt, one per persisted output, written once
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import errno
 import os
 import re
 import shutil
@@ -24,6 +26,7 @@ import threading
 import time
 import unicodedata
 import weakref
+from collections.abc import Iterator
 from pathlib import Path
 
 from ._closing import Closing
@@ -35,11 +38,15 @@ __all__ = [
     "MAX_PATH_CHARS",
     "MAX_READ_BYTES",
     "STALE_WRITE_SECONDS",
+    "SUBDIRS",
     "TMP_PREFIX",
     "Workspace",
     "WorkspaceReader",
     "atomic_write",
+    "opened_directory",
+    "own_file_exists",
     "persisted_name",
+    "refused_link",
     "split_lines",
 ]
 
@@ -49,7 +56,12 @@ MAX_PATH_CHARS = 4_096
 MAX_NAME_BYTES = 255
 TMP_PREFIX = ".tmp-"
 """Names of files :func:`atomic_write` has not finished; the reader never returns them."""
-_WRITE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_WRITE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+_DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | _NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+SUBDIRS = ("tool-results", "archive", "scratch")
+_WRITTEN = ("tool-results", "archive")
+"""The subdirectories toolkeep writes in (``scratch/`` is the agent's)."""
 MAX_READ_BYTES = 256 << 20
 """The reader refuses files bigger than this (persisted outputs are far smaller)."""
 
@@ -67,10 +79,56 @@ def persisted_name(call_id: str, text: str) -> str:
     return f"budget_{safe_id[:64]}_{archive_key(text)}.txt"
 
 
-def atomic_write(path: str | os.PathLike[str], data: bytes | str) -> None:
+def refused_link(shown: str | os.PathLike[str], what: str = "a symbolic link") -> WorkspaceError:
+    """The error for a link (or other non-file) planted where toolkeep writes or reads its own
+    files: an :class:`OSError` whose ``strerror`` says what was refused."""
+    return WorkspaceError(
+        errno.ELOOP, f"refused: {os.fspath(shown)} is {what} that toolkeep did not make; remove it"
+    )
+
+
+@contextlib.contextmanager
+def opened_directory(path: str | os.PathLike[str], *, dir_fd: int | None = None) -> Iterator[int]:
+    """A descriptor of the directory ``path`` (relative to ``dir_fd`` if given), for the
+    ``dir_fd`` calls that write and read inside it. Its last component must be a real directory:
+    a symbolic link there is refused (:func:`refused_link`), so whatever is done through the
+    descriptor stays in the directory meant, even if a link is planted later."""
+    try:
+        fd = os.open(path, _DIR_FLAGS, dir_fd=dir_fd)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR) and stat.S_ISLNK(_lstat_mode(path, dir_fd)):
+            raise refused_link(path) from None
+        raise
+    try:
+        yield fd
+    finally:
+        os.close(fd)
+
+
+def _lstat_mode(path: str | os.PathLike[str], dir_fd: int | None) -> int:
+    try:
+        return os.stat(path, dir_fd=dir_fd, follow_symlinks=False).st_mode
+    except OSError:
+        return 0
+
+
+def own_file_exists(name: str, dir_fd: int, shown: str | os.PathLike[str]) -> bool:
+    """Whether ``name`` in the directory ``dir_fd`` is there (a regular file, which toolkeep
+    wrote); ``False`` if it is missing. Anything else in its place (a link planted to make a
+    write land elsewhere or count as done) is refused with :func:`refused_link`."""
+    mode = _lstat_mode(name, dir_fd)
+    if mode == 0:
+        return False
+    if stat.S_ISREG(mode):
+        return True
+    raise refused_link(shown, "a symbolic link" if stat.S_ISLNK(mode) else "something other than a file")
+
+
+def atomic_write(path: str | os.PathLike[str], data: bytes | str, *, dir_fd: int | None = None) -> None:
     """Write ``data`` to ``path`` (mode 0600) so that readers see all of it or nothing.
 
-    A ``str`` is written as UTF-8 (lone surrogates kept) a chunk at a time, never encoded whole.
+    With ``dir_fd`` (see :func:`opened_directory`), ``path`` is a name in that directory. A
+    ``str`` is written as UTF-8 (lone surrogates kept) a chunk at a time, never encoded whole.
 
     A process killed mid-write leaves at most a ``.tmp-*`` file, never a partial ``path``. No
     fsync: the rename is atomic for readers, and a session workspace does not outlive a power
@@ -81,10 +139,10 @@ def atomic_write(path: str | os.PathLike[str], data: bytes | str) -> None:
     # a name of our own (pid, thread, target) is enough to be unique; O_EXCL makes sure
     tmp = os.path.join(head, f"{TMP_PREFIX}{os.getpid()}-{threading.get_ident()}-{name}")
     try:
-        fd = os.open(tmp, _WRITE_FLAGS, 0o600)
-    except FileExistsError:  # left by a killed process whose pid was reused
-        os.unlink(tmp)
-        fd = os.open(tmp, _WRITE_FLAGS, 0o600)
+        fd = os.open(tmp, _WRITE_FLAGS, 0o600, dir_fd=dir_fd)
+    except FileExistsError:  # left by a killed process whose pid was reused (or a planted link)
+        os.unlink(tmp, dir_fd=dir_fd)
+        fd = os.open(tmp, _WRITE_FLAGS, 0o600, dir_fd=dir_fd)
     try:
         try:
             for chunk in utf8_chunks(data) if isinstance(data, str) else (data,):
@@ -93,10 +151,10 @@ def atomic_write(path: str | os.PathLike[str], data: bytes | str) -> None:
                     view = view[os.write(fd, view) :]
         finally:
             os.close(fd)
-        os.replace(tmp, path)
+        os.replace(tmp, path, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
     except BaseException:
         with contextlib.suppress(OSError):
-            os.unlink(tmp)
+            os.unlink(tmp, dir_fd=dir_fd)
         raise
 
 
@@ -119,10 +177,17 @@ class Workspace(Closing):
                 self.path = self.path.resolve()
                 self.keep = True
             os.chmod(self.path, 0o700)
-            for sub in ("tool-results", "archive", "scratch"):
-                (self.path / sub).mkdir(mode=0o700, exist_ok=True)
+            with opened_directory(self.path) as root:
+                for sub in SUBDIRS:
+                    with contextlib.suppress(FileExistsError):
+                        os.mkdir(sub, 0o700, dir_fd=root)
+                    if sub in _WRITTEN:  # a link planted there is refused now, and at every write
+                        with opened_directory(sub, dir_fd=root):
+                            pass
         except OSError as exc:
-            raise WorkspaceError(f"cannot create session workspace at {path}: {exc}") from exc
+            where = getattr(self, "path", path)
+            reason = exc.strerror if isinstance(exc, WorkspaceError) else exc
+            raise WorkspaceError(f"cannot create session workspace at {where}: {reason}") from exc
         if path is not None:
             _sweep_stale_writes(self.path)
         self._finalizer = weakref.finalize(self, _remove, self.path, self.keep)
@@ -143,11 +208,15 @@ class Workspace(Closing):
     def persist(self, call_id: str, text: str) -> Path:
         """Save ``text`` as the persisted output of ``call_id``, once; return its path.
 
-        Raises :class:`OSError` when it cannot be written; the caller decides what to say.
+        Raises :class:`OSError` when it cannot be written (a symbolic link in place of
+        ``tool-results/``, the workspace or the file is refused, with a ``strerror`` saying so);
+        the caller decides what to say.
         """
-        target = self.results_dir / persisted_name(call_id, text)
-        if not target.exists():
-            atomic_write(target, text)
+        name = persisted_name(call_id, text)
+        target = self.results_dir / name
+        with opened_directory(self.path) as root, opened_directory("tool-results", dir_fd=root) as fd:
+            if not own_file_exists(name, fd, target):
+                atomic_write(name, text, dir_fd=fd)
         return target
 
     @property
@@ -181,12 +250,12 @@ STALE_WRITE_SECONDS = 3_600
 def _sweep_stale_writes(root: Path) -> None:
     """Remove the temp files killed processes left in a reused workspace (see :func:`atomic_write`)."""
     cutoff = time.time() - STALE_WRITE_SECONDS
-    for sub in ("tool-results", "archive"):
-        with contextlib.suppress(OSError):
-            for entry in os.scandir(root / sub):
+    for sub in _WRITTEN:
+        with contextlib.suppress(OSError), opened_directory(root / sub) as fd:
+            for entry in os.scandir(fd):
                 if entry.name.startswith(TMP_PREFIX) and entry.stat(follow_symlinks=False).st_mtime < cutoff:
                     with contextlib.suppress(OSError):
-                        os.unlink(entry.path)
+                        os.unlink(entry.name, dir_fd=fd)
 
 
 def _remove(path: Path, keep: bool) -> None:
