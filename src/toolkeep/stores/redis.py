@@ -20,6 +20,7 @@ import threading
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 from ..exceptions import ConfigError, StoreError
 from ._base import Clock, GcResult, Limits, StoreBase, StoreStats, decode_text, encode_text, validate_key
@@ -28,7 +29,7 @@ from .url import mask_url
 if TYPE_CHECKING:  # pragma: no cover
     import redis
 
-__all__ = ["RedisStore"]
+__all__ = ["RedisStore", "check_server_url"]
 
 _PREFIX = re.compile(r"[A-Za-z0-9_.:-]{1,64}")
 
@@ -137,6 +138,18 @@ def _load_redis() -> Any:
     return redis
 
 
+def check_server_url(url: str) -> None:
+    """Refuse a Redis URL whose port is not a number (with the password masked): redis-py's own
+    error quotes the port's text, and with a ``/`` in the password that text is part of it."""
+    try:
+        urlsplit(url).port  # noqa: B018 - the port is checked only when read
+    except ValueError:
+        raise ConfigError(
+            f"store URL {mask_url(url)!r}: its port is not a number from 0 to 65535 "
+            "(in a password, write / ? # as %2F %3F %23)"
+        ) from None
+
+
 class _Breaker:
     """Fails calls at once while a server that stopped answering is left alone.
 
@@ -218,6 +231,7 @@ class RedisStore(StoreBase):
         if not _PREFIX.fullmatch(prefix):
             raise ConfigError(f"Redis store prefix {prefix!r} must be 1-64 chars of [A-Za-z0-9_.:-]")
         self.prefix = prefix
+        check_server_url(url)
         self.url = url
         self._redis = _load_redis()
         tag = "{" + prefix + "}"

@@ -42,8 +42,10 @@ from .memory import MemoryStore
 
 __all__ = ["mask_url", "open_store", "parse_limits", "store_for_config"]
 
-_SIZE = re.compile(r"(\d+)\s*([KMG]i?B?|B)?", re.IGNORECASE)
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*([smhd]?)", re.IGNORECASE)
+# ASCII digits, and few enough that int() and float() take them (no 5,000-digit limit)
+_SIZE = re.compile(r"([0-9]{1,19})\s*([KMG]i?B?|B)?", re.IGNORECASE)
+_COUNT = re.compile(r"[0-9]{1,19}")
+_DURATION = re.compile(r"([0-9]{1,12}(?:\.[0-9]{1,9})?)\s*([smhd]?)", re.IGNORECASE)
 _SIZE_UNITS = {"": 1, "b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
 _SECONDS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
 _OURS = ("max_bytes", "max_entries", "ttl", "prefix")
@@ -100,11 +102,13 @@ def parse_limits(query: dict[str, str], url: str = "") -> Limits:
     if "max_bytes" in query:
         m = _SIZE.fullmatch(query["max_bytes"].strip())
         if not m:
-            raise ConfigError(f"max_bytes={query['max_bytes']!r}{where}: expected e.g. 1048576, 64M, 1G")
+            raise ConfigError(
+                f"max_bytes={_value(query, 'max_bytes')}{where}: expected e.g. 1048576, 64M, 1G"
+            )
         max_bytes = int(m[1]) * _SIZE_UNITS[(m[2] or "")[:1].lower()]
     if "max_entries" in query:
-        if not query["max_entries"].strip().isdigit():
-            raise ConfigError(f"max_entries={query['max_entries']!r}{where}: expected a whole number")
+        if not _COUNT.fullmatch(query["max_entries"].strip()):
+            raise ConfigError(f"max_entries={_value(query, 'max_entries')}{where}: expected a whole number")
         max_entries = int(query["max_entries"])
     ttl = _seconds(query, "ttl", where)
     return Limits(max_bytes=max_bytes, max_entries=max_entries, ttl=ttl)
@@ -116,8 +120,14 @@ def _seconds(query: dict[str, str], name: str, where: str) -> float | None:
         return None
     m = _DURATION.fullmatch(query[name].strip())
     if not m:
-        raise ConfigError(f"{name}={query[name][:40]!r}{where}: expected seconds, or e.g. 0.5, 30m, 12h, 7d")
+        raise ConfigError(f"{name}={_value(query, name)}{where}: expected seconds, or e.g. 0.5, 30m, 12h, 7d")
     return float(m[1]) * _SECONDS[m[2].lower()]
+
+
+def _value(query: dict[str, str], name: str) -> str:
+    """A query value as an error quotes it: short (a 5,000-digit number is not repeated)."""
+    value = query[name]
+    return repr(value) if len(value) <= 40 else f"{value[:30]!r}... ({len(value):,} chars)"
 
 
 def open_store(url: str, *, limits: Limits | None = None, clock: Clock | None = None) -> ArchiveStore:
@@ -126,7 +136,12 @@ def open_store(url: str, *, limits: Limits | None = None, clock: Clock | None = 
     >>> open_store("memory://?max_entries=10").stats().max_entries
     10
     """
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+    except ValueError as exc:  # "redis://[::1": an IPv6 address left open
+        raise ConfigError(f"store URL {_quoted(url)} is malformed ({exc})") from None
+    if "\x00" in unquote(url):
+        raise ConfigError(f"store URL {_quoted(url)} holds a NUL byte")
     scheme = parts.scheme.lower()
     if len(scheme) == 1:  # a Windows drive letter, not a scheme
         return FileStore(url, limits=limits, clock=clock)
@@ -138,7 +153,8 @@ def open_store(url: str, *, limits: Limits | None = None, clock: Clock | None = 
             known.update(k for k in query if k.startswith("ssl_"))
     unknown = sorted(set(query) - known)
     if unknown:
-        raise ConfigError(f"unknown store URL parameter(s) {', '.join(unknown)} in {_quoted(url)}")
+        names = ", ".join(repr(name[:40]) for name in unknown[:5]) + (", ..." if len(unknown) > 5 else "")
+        raise ConfigError(f"unknown store URL parameter(s) {names} in {_quoted(url)}")
     parsed = parse_limits(query, url)
     if limits is not None:
         parsed = replace(
@@ -160,7 +176,9 @@ def open_store(url: str, *, limits: Limits | None = None, clock: Clock | None = 
 
         return SQLiteStore(path, limits=parsed, clock=clock)
     if scheme in _REDIS_SCHEMES:
-        from .redis import RedisStore
+        from .redis import RedisStore, check_server_url
+
+        check_server_url(url)
 
         where = f" in store URL {_quoted(url)}"
         timing: dict[str, Any] = {}  # only what the URL names: RedisStore's defaults are the rest
