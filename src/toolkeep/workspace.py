@@ -48,6 +48,7 @@ __all__ = [
     "persisted_name",
     "refused_link",
     "split_lines",
+    "workspace_path_refusal",
 ]
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
@@ -163,16 +164,28 @@ class Workspace(Closing):
 
     ``Workspace()`` makes a new private directory under the system temp dir;
     ``Workspace(path)`` uses (and creates) ``path`` and keeps it afterwards, so that another call
-    with the same path reuses its files.
+    with the same path reuses its files. A path that previews could not name so that
+    ``read_result`` reads it back (see :func:`workspace_path_refusal`: a ``]``, a line break, a
+    backslash, ``…``, ``．``, bytes that are not UTF-8) is refused with :class:`WorkspaceError`.
     """
 
     def __init__(self, path: str | os.PathLike[str] | None = None, *, keep: bool = False) -> None:
         try:
             if path is None:
-                self.path = Path(tempfile.mkdtemp(prefix="toolkeep-")).resolve()
+                made = tempfile.mkdtemp(prefix="toolkeep-")
+                self.path = Path(made).resolve()
                 self.keep = keep
+                if (problem := workspace_path_refusal(str(self.path))) is not None:
+                    shutil.rmtree(made, ignore_errors=True)
+                    raise WorkspaceError(
+                        f"cannot use the temp directory {_show(made)}: {problem}; set TMPDIR"
+                    )
             else:
                 self.path = Path(path).expanduser()
+                if (problem := workspace_path_refusal(str(self.path.resolve()))) is not None:
+                    raise WorkspaceError(
+                        f"cannot use {_show(os.fspath(path))} as the session workspace: {problem}"
+                    )
                 self.path.mkdir(mode=0o700, parents=True, exist_ok=True)
                 self.path = self.path.resolve()
                 self.keep = True
@@ -184,10 +197,13 @@ class Workspace(Closing):
                     if sub in _WRITTEN:  # a link planted there is refused now, and at every write
                         with opened_directory(sub, dir_fd=root):
                             pass
-        except OSError as exc:
+        except WorkspaceError as exc:
+            if exc.errno is None:  # a refusal of the path itself, worded already
+                raise
+            raise WorkspaceError(f"cannot create session workspace at {self.path}: {exc.strerror}") from exc
+        except (OSError, ValueError) as exc:  # ValueError: a NUL in the path
             where = getattr(self, "path", path)
-            reason = exc.strerror if isinstance(exc, WorkspaceError) else exc
-            raise WorkspaceError(f"cannot create session workspace at {where}: {reason}") from exc
+            raise WorkspaceError(f"cannot create session workspace at {where}: {exc}") from exc
         if path is not None:
             _sweep_stale_writes(self.path)
         self._finalizer = weakref.finalize(self, _remove, self.path, self.keep)
@@ -348,26 +364,9 @@ class WorkspaceReader:
         raw = os.fspath(path)
         if not isinstance(raw, str):
             raise ReaderError("refused: a path must be text, not bytes")
-        if not raw:
-            raise ReaderError("refused: empty path")
-        if "\x00" in raw:
-            raise ReaderError("refused: the path contains a NUL byte")
-        if len(raw) > MAX_PATH_CHARS:
-            raise ReaderError(f"refused: the path is {len(raw):,} chars long")
-        if not raw.isascii():
-            try:
-                raw.encode("utf-8")
-            except UnicodeEncodeError:
-                raise ReaderError("refused: the path holds a lone surrogate (it is not valid text)") from None
-        if any(c in _LOOKALIKES for c in raw) or _folds_to_separator(raw):
-            raise ReaderError(f"refused: {_show(raw)} has chars that look like a slash or a dot")
-        components = raw.split("/")
-        if ".." in components:
-            raise ReaderError(f"refused: {_show(raw)} has a '..' component")
-        if "\\" in raw:
-            raise ReaderError(f"refused: {_show(raw)} has a backslash (not a path separator here)")
-        if any(len(c.encode("utf-8", "surrogatepass")) > MAX_NAME_BYTES for c in components):
-            raise ReaderError(f"refused: {_show(raw)} has a name longer than {MAX_NAME_BYTES} bytes")
+        problem = _text_refusal(raw)
+        if problem is not None:
+            raise ReaderError(f"refused: {problem}")
         return raw
 
     def _check_descriptor(self, fd: int, path: str | os.PathLike[str]) -> None:
@@ -381,6 +380,53 @@ class WorkspaceReader:
 
     def __repr__(self) -> str:
         return f"WorkspaceReader({str(self.root)!r})"
+
+
+def _text_refusal(raw: str) -> str | None:
+    """Why the reader refuses the path ``raw`` on its text alone; ``None`` if it does not."""
+    if not raw:
+        return "empty path"
+    if "\x00" in raw:
+        return "the path contains a NUL byte"
+    if len(raw) > MAX_PATH_CHARS:
+        return f"the path is {len(raw):,} chars long"
+    if not raw.isascii():
+        try:
+            raw.encode("utf-8")
+        except UnicodeEncodeError:
+            return "the path holds a lone surrogate (it is not valid text)"
+    if any(c in _LOOKALIKES for c in raw) or _folds_to_separator(raw):
+        return f"{_show(raw)} has chars that look like a slash or a dot"
+    components = raw.split("/")
+    if ".." in components:
+        return f"{_show(raw)} has a '..' component"
+    if "\\" in raw:
+        return f"{_show(raw)} has a backslash (not a path separator here)"
+    if any(len(c.encode("utf-8", "surrogatepass")) > MAX_NAME_BYTES for c in components):
+        return f"{_show(raw)} has a name longer than {MAX_NAME_BYTES} bytes"
+    return None
+
+
+_LONGEST_SAVED = len("/tool-results/budget__.txt") + 64 + 16
+"""Chars a persisted file's path adds to the workspace's."""
+
+
+def workspace_path_refusal(root: str) -> str | None:
+    """Why ``root`` cannot be a session workspace, or ``None``: a preview names its saved files
+    as ``[full output saved to PATH]``, read back to the end of the line or the first ``]``, and
+    ``read_result`` must accept the path the model copies from it. So the path holds no ``]``
+    and no control char (a line break ends it; the model may not copy the others), and nothing
+    the reader refuses (a backslash, a char that looks like a slash or a dot such as ``…`` or
+    ``．``, a lone surrogate from bytes that are not UTF-8), and is short enough."""
+    if "]" in root:
+        return "the path holds a ']', which would end the path a preview names"
+    if any(c < " " or c == "\x7f" for c in root):
+        return "the path holds a control char (a line break would end the path a preview names)"
+    problem = _text_refusal(root)
+    if problem is None and len(root) + _LONGEST_SAVED > MAX_PATH_CHARS:
+        problem = "the path is too long for the saved files in it to be read back"
+    # the caller names the path once; read_result would refuse the files' paths for this reason
+    return None if problem is None else problem.replace(_show(root), "the path")
 
 
 def _folds_to_separator(text: str) -> bool:

@@ -1,0 +1,96 @@
+"""Smaller leaks and side effects: a workspace whose path a preview could not name is refused at
+creation."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from toolkeep import Config, Session, Workspace, WorkspaceError
+from toolkeep.recall import handle_tool_call
+from toolkeep.shorten import SAVED_PATH_RE
+
+from .test_recall import follow_pages, page_body
+
+ORIGINAL = "".join(f"{i:05d} a line of a big result, é中\n" for i in range(2_500))
+
+
+def mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+def run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != "TOOLKEEP_STORE_URL"}
+    return subprocess.run([sys.executable, "-m", "toolkeep", *args], capture_output=True, text=True, env=env,
+                          cwd=cwd, timeout=120)  # fmt: skip
+
+
+def tree(root: Path) -> list[str]:
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*"))
+
+
+BAD_NAMES = ["w]s", "w\ns", "w\rs", "w\\s", "w…s", "w．s", "w\udcffs", "w\ts"]
+
+
+class TestWorkspacePaths:
+    @pytest.mark.parametrize("name", BAD_NAMES)
+    def test_refused_at_creation(self, name: str, tmp_path: Path) -> None:
+        """A path with a ']' or a line break (which end the path a preview names), or a char the
+        reader refuses (a backslash, '…', '．', bytes that are not UTF-8): WorkspaceError naming
+        the reason, and nothing made."""
+        with pytest.raises(WorkspaceError, match="as the session workspace: the path "):
+            Workspace(tmp_path / name / "ws")
+        assert tree(tmp_path) == []
+
+    @pytest.mark.parametrize("name", ["w]s", "w\\s", "w…s", "w．s"])
+    def test_refused_on_the_command_line(self, name: str, tmp_path: Path) -> None:
+        """prepare --workspace with such a path: one line, exit 2, nothing made."""
+        (tmp_path / "in.json").write_text(json.dumps([{"role": "user", "content": "hi"}]))
+        done = run("prepare", "in.json", "--workspace", name, cwd=tmp_path)
+        assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+        assert "as the session workspace" in done.stderr and "Traceback" not in done.stderr
+        assert tree(tmp_path) == ["in.json"]
+
+    def test_temp_directory_refused_and_removed(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """A TMPDIR with a ']': Workspace() says so (set TMPDIR) and leaves nothing behind."""
+        import tempfile
+
+        odd = tmp_path / "t]mp"
+        odd.mkdir()
+        monkeypatch.setattr(tempfile, "tempdir", str(odd))
+        with pytest.raises(WorkspaceError, match="set TMPDIR"):
+            Workspace()
+        assert list(odd.iterdir()) == []
+
+    @pytest.mark.parametrize("name", ["with space", "é中🙂", "a#b@c:d", "(x) [not]"[:5], "x'y\"z", "~tilde"])
+    def test_odd_but_fine_paths_round_trip(self, name: str, tmp_path: Path) -> None:
+        """Paths with spaces, non-ASCII, '#@:' or quotes: the path a preview names is read back by
+        read_result, byte-exact."""
+        config = Config()
+        history: list[Any] = [
+            {"role": "user", "content": "go"},
+            {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "cat", "input": {}}]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": ORIGINAL}]},
+        ]
+        with Session(config, workspace=tmp_path / name) as session:
+            out, _ = session.prepare(history)
+            (path,) = SAVED_PATH_RE.findall(out[2]["content"][0]["content"])
+            assert path.startswith(str(session.workspace.path))
+
+            def ask(**lines: int) -> str:
+                arguments = {"path": path, **lines}
+                answer = handle_tool_call("read_result", arguments, store=session.store,
+                                          workspace=session.workspace, config=config)  # fmt: skip
+                assert answer is not None
+                return answer
+
+            assert "".join(page_body(a) for a in follow_pages(ask)) == ORIGINAL
