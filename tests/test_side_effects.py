@@ -1,10 +1,12 @@
-"""Smaller leaks and side effects: a workspace whose path a preview could not name is refused at
+"""Smaller leaks and side effects: a SQLite archive and its -wal/-shm files are private even when
+the database was there before; a workspace whose path a preview could not name is refused at
 creation."""
 
 from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import stat
 import subprocess
 import sys
@@ -16,6 +18,7 @@ import pytest
 from toolkeep import Config, Session, Workspace, WorkspaceError
 from toolkeep.recall import handle_tool_call
 from toolkeep.shorten import SAVED_PATH_RE
+from toolkeep.stores.sqlite import SQLiteStore
 
 from .test_recall import follow_pages, page_body
 
@@ -34,6 +37,39 @@ def run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 
 def tree(root: Path) -> list[str]:
     return sorted(str(p.relative_to(root)) for p in root.rglob("*"))
+
+
+def test_existing_sqlite_archive_and_its_wal_files_become_0600(tmp_path: Path) -> None:
+    """A database made by someone with umask 022 (0644), its -wal and -shm there (0644) because
+    a connection holds it open: opening it as a store makes all three 0600."""
+    db = tmp_path / "archive.db"
+    old = os.umask(0o022)
+    try:
+        other = sqlite3.connect(db)
+        other.execute("PRAGMA journal_mode=WAL")
+        other.execute("CREATE TABLE t (x)")
+        other.execute("INSERT INTO t VALUES (1)")
+        other.commit()  # the -wal and -shm stay while the connection is open
+    finally:
+        os.umask(old)
+    try:
+        assert [mode(Path(f"{db}{s}")) for s in ("", "-wal", "-shm")] == [0o644] * 3
+        with SQLiteStore(db) as store:
+            store.put("0123456789abcdef", "secret")
+            assert [mode(Path(f"{db}{s}")) for s in ("", "-wal", "-shm")] == [0o600] * 3
+    finally:
+        other.close()
+
+
+def test_new_sqlite_archive_under_umask_022(tmp_path: Path) -> None:
+    """A database the store creates is 0600 with its -wal/-shm, whatever the umask."""
+    old = os.umask(0o022)
+    try:
+        with SQLiteStore(tmp_path / "new.db") as store:
+            store.put("0123456789abcdef", "secret")
+            assert [mode(tmp_path / f"new.db{s}") for s in ("", "-wal", "-shm")] == [0o600] * 3
+    finally:
+        os.umask(old)
 
 
 BAD_NAMES = ["w]s", "w\ns", "w\rs", "w\\s", "w…s", "w．s", "w\udcffs", "w\ts"]
