@@ -1,6 +1,6 @@
 """Smaller leaks and side effects: a SQLite archive and its -wal/-shm files are private even when
-the database was there before; a workspace whose path a preview could not name is refused at
-creation."""
+the database was there before; the reading commands (recall, read, store stats|gc) never create
+a file or directory; a workspace whose path a preview could not name is refused at creation."""
 
 from __future__ import annotations
 
@@ -16,8 +16,10 @@ from typing import Any
 import pytest
 
 from toolkeep import Config, Session, Workspace, WorkspaceError
+from toolkeep.exceptions import StoreNotFoundError
 from toolkeep.recall import handle_tool_call
 from toolkeep.shorten import SAVED_PATH_RE
+from toolkeep.stores import FileStore, open_store
 from toolkeep.stores.sqlite import SQLiteStore
 
 from .test_recall import follow_pages, page_body
@@ -70,6 +72,61 @@ def test_new_sqlite_archive_under_umask_022(tmp_path: Path) -> None:
             assert [mode(tmp_path / f"new.db{s}") for s in ("", "-wal", "-shm")] == [0o600] * 3
     finally:
         os.umask(old)
+
+
+class TestReadingCreatesNothing:
+    @pytest.mark.parametrize(
+        "url", ["sqlite:///{d}/new.db", "sqlite:///{d}/sub/dir/new.db", "file://{d}/files", "{d}/bare"]
+    )
+    @pytest.mark.parametrize(
+        "args",
+        [["recall", "0123456789abcdef"], ["store", "stats"], ["store", "stats", "--json"], ["store", "gc"]],
+    )
+    def test_a_missing_store_is_nothing_archived(self, url: str, args: list[str], tmp_path: Path) -> None:
+        """A store URL that names nothing yet: exit 1, one line saying nothing was archived there,
+        and no file or directory made (it used to create an empty database)."""
+        before = tree(tmp_path)
+        done = run(*args, "--store", url.format(d=tmp_path), cwd=tmp_path)
+        assert done.returncode == 1, done.stderr
+        assert done.stderr.count("\n") == 1 and "nothing was archived there" in done.stderr
+        assert tree(tmp_path) == before
+
+    def test_sqlite_file_that_is_no_archive(self, tmp_path: Path) -> None:
+        """An existing SQLite file without the archive's table is nothing archived either, and
+        is not given the table."""
+        sqlite3.connect(tmp_path / "other.db").execute("CREATE TABLE t (x)").connection.close()
+        done = run("store", "stats", "--store", f"sqlite:///{tmp_path}/other.db", cwd=tmp_path)
+        assert done.returncode == 1 and "nothing was archived there" in done.stderr
+        names = sqlite3.connect(tmp_path / "other.db").execute("SELECT name FROM sqlite_master").fetchall()
+        assert names == [("t",)]
+
+    def test_workspace_commands_create_nothing(self, tmp_path: Path) -> None:
+        """recall and store stats --workspace on a directory with no archive/, and read in it: exit 1
+        and the directory stays empty."""
+        (tmp_path / "ws").mkdir()
+        for args in (["recall", "0123456789abcdef", "--workspace", "ws"], ["store", "stats", "--workspace", "ws"],
+                     ["read", "tool-results/x.txt", "--workspace", "ws"]):  # fmt: skip
+            done = run(*args, cwd=tmp_path)
+            assert done.returncode == 1, (args, done.stderr)
+            assert tree(tmp_path) == ["ws"]
+
+    def test_an_existing_store_is_read(self, tmp_path: Path) -> None:
+        """Once something was archived, the same commands read it (and create nothing new)."""
+        with SQLiteStore(tmp_path / "a.db") as store:
+            store.put("0123456789abcdef", "kept")
+        before = tree(tmp_path)
+        done = run("recall", "0123456789abcdef", "--store", f"sqlite:///{tmp_path}/a.db", cwd=tmp_path)
+        assert done.returncode == 0 and done.stdout == "kept"
+        assert tree(tmp_path) == before
+
+    def test_api_create_false(self, tmp_path: Path) -> None:
+        """open_store(..., create=False) is StoreNotFoundError for a missing file or directory."""
+        for url in (f"sqlite:///{tmp_path}/x.db", f"file://{tmp_path}/d"):
+            with pytest.raises(StoreNotFoundError):
+                open_store(url, create=False)
+        with pytest.raises(StoreNotFoundError):
+            FileStore(tmp_path / "d", create=False)
+        assert tree(tmp_path) == []
 
 
 BAD_NAMES = ["w]s", "w\ns", "w\rs", "w\\s", "w…s", "w．s", "w\udcffs", "w\ts"]

@@ -20,7 +20,7 @@ import threading
 import time
 from pathlib import Path
 
-from ..exceptions import StoreError
+from ..exceptions import StoreError, StoreNotFoundError
 from ..workspace import atomic_write, opened_directory, own_file_exists, refused_link
 from ._base import Clock, GcResult, Limits, StoreBase, StoreStats, decode_text, utf8_size, validate_key
 
@@ -44,15 +44,26 @@ class FileStore(StoreBase):
         *,
         limits: Limits | None = None,
         clock: Clock | None = None,
+        create: bool = True,
     ) -> None:
+        """``create=False`` opens the directory only if it is there (to read it): a missing one is
+        :class:`StoreNotFoundError`, and nothing is created."""
         super().__init__(limits=limits, clock=clock)
         self.directory = Path(directory)
         try:
-            self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+            if create:
+                self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
             with opened_directory(self.directory):  # a link in its place is refused at once
                 pass
+        except FileNotFoundError as exc:
+            if create:
+                raise StoreError(f"cannot create archive directory {self.directory}: {exc.strerror}") from exc
+            raise StoreNotFoundError(
+                f"no archive directory {self.directory}: nothing was archived there"
+            ) from exc
         except OSError as exc:
-            raise StoreError(f"cannot create archive directory {self.directory}: {exc.strerror}") from exc
+            verb = "create" if create else "open"
+            raise StoreError(f"cannot {verb} archive directory {self.directory}: {exc.strerror}") from exc
         self._lock = threading.Lock()
 
     def put(self, key: str, text: str) -> None:

@@ -130,8 +130,13 @@ def _value(query: dict[str, str], name: str) -> str:
     return repr(value) if len(value) <= 40 else f"{value[:30]!r}... ({len(value):,} chars)"
 
 
-def open_store(url: str, *, limits: Limits | None = None, clock: Clock | None = None) -> ArchiveStore:
+def open_store(
+    url: str, *, limits: Limits | None = None, clock: Clock | None = None, create: bool = True
+) -> ArchiveStore:
     """Open the store a URL names (see the module docstring for the schemes).
+
+    ``create=False`` is for reading: a file store's directory or a SQLite file that is missing
+    is :class:`StoreNotFoundError`, never created (memory and Redis stores have nothing to create).
 
     >>> open_store("memory://?max_entries=10").stats().max_entries
     10
@@ -144,7 +149,7 @@ def open_store(url: str, *, limits: Limits | None = None, clock: Clock | None = 
         raise ConfigError(f"store URL {_quoted(url)} holds a NUL byte")
     scheme = parts.scheme.lower()
     if len(scheme) == 1:  # a Windows drive letter, not a scheme
-        return FileStore(url, limits=limits, clock=clock)
+        return FileStore(url, limits=limits, clock=clock, create=create)
     query = dict(parse_qsl(parts.query, keep_blank_values=True))
     known = set(_OURS)
     if scheme in _REDIS_SCHEMES:
@@ -167,14 +172,14 @@ def open_store(url: str, *, limits: Limits | None = None, clock: Clock | None = 
         path = unquote(parts.netloc + parts.path) if scheme else parts.path
         if not path:
             raise ConfigError(f"store URL {_quoted(url)} names no directory")
-        return FileStore(path, limits=parsed, clock=clock)
+        return FileStore(path, limits=parsed, clock=clock, create=create)
     if scheme == "sqlite":
         path = unquote(parts.netloc + parts.path)
         if not path:
             raise ConfigError(f"store URL {_quoted(url)} names no database file")
         from .sqlite import SQLiteStore
 
-        return SQLiteStore(path, limits=parsed, clock=clock)
+        return SQLiteStore(path, limits=parsed, clock=clock, create=create)
     if scheme in _REDIS_SCHEMES:
         from .redis import RedisStore, check_server_url
 
