@@ -52,13 +52,15 @@ def _ping(port: int) -> bool:
     try:
         with socket.create_connection(("127.0.0.1", port), timeout=0.5) as s:
             s.sendall(b"PING\r\n")
-            return s.recv(16).startswith(b"+PONG")
+            reply = s.recv(16)
+            return reply.startswith(b"+PONG") or reply.startswith(b"-NOAUTH")  # up, with a password
     except OSError:
         return False
 
 
-def start_redis_server(directory: Path) -> tuple[subprocess.Popen[bytes], str]:
-    """Start ``redis-server`` on a free loopback port; the process and its URL."""
+def start_redis_server(directory: Path, *options: str) -> tuple[subprocess.Popen[bytes], str]:
+    """Start ``redis-server`` on a free loopback port, with more ``options`` if given (e.g.
+    ``"--requirepass", "pw"``); the process and its URL (without any password)."""
     binary = _binary()
     if binary is None:
         raise FileNotFoundError("redis-server")
@@ -67,7 +69,7 @@ def start_redis_server(directory: Path) -> tuple[subprocess.Popen[bytes], str]:
         log = open(directory / f"redis-{port}.log", "wb")  # noqa: SIM115 - closed with the process
         proc = subprocess.Popen(
             [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-             "--dir", str(directory), "--daemonize", "no"],
+             "--dir", str(directory), "--daemonize", "no", *options],
             stdout=log, stderr=subprocess.STDOUT,
         )  # fmt: skip
         log.close()

@@ -83,7 +83,7 @@ def write(fd, data):
 if point in ("opened", "half"):
     os.write = write
 else:
-    def replace(src, dst):
+    def replace(src, dst, **dir_fds):
         pause()
     os.replace = replace
 

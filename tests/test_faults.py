@@ -9,12 +9,14 @@ SIGKILL and restarted on the same port.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -410,3 +412,82 @@ def test_stalled_redis_costs_one_timeout(
         assert report.save_errors == []
         for n in range(4):
             assert check_honest(session, out, history, n) == (True, True)
+
+
+class StallLog:
+    """Every call made on a store while its server is stalled: how long it waited, how it ended."""
+
+    def __init__(self, store: RedisStore) -> None:
+        self.store = store
+        self.calls: list[tuple[float, float, str]] = []  # (start, end, "ok" | "timeout" | "refused")
+        self.lock = threading.Lock()
+
+    def call(self, key: str) -> str:
+        start = time.monotonic()
+        try:
+            self.store.get(key)
+            outcome = "ok"
+        except StoreError as exc:
+            outcome = "timeout" if "TimeoutError" in str(exc) else "refused"
+            assert outcome == "timeout" or "unreachable a moment ago" in str(exc), str(exc)
+        with self.lock:
+            self.calls.append((start, time.monotonic(), outcome))
+        return outcome
+
+    def timeouts(self) -> list[tuple[float, float, str]]:
+        return [c for c in self.calls if c[2] == "timeout"]
+
+    def longest_wait(self) -> float:
+        return max(end - start for start, end, _ in self.calls)
+
+
+SOCKET_TIMEOUT, RETRY_AFTER = 0.5, 0.4
+
+
+def test_stalled_redis_fails_fast(durable_redis: DurableRedis) -> None:
+    """A Redis server stopped with SIGSTOP, its timeouts set in the store URL: no call waits
+    longer than (a small multiple of) the socket timeout, at most one call per back-off window
+    times out, the window starts when that call gave up (the next timeout starts retry_after
+    later, not at once as when it was counted from the call's start, shorter here than the
+    timeout), calls made while the probe waits are refused at once, and the first answer after
+    SIGCONT closes the breaker."""
+    import signal
+
+    url = (f"{durable_redis.url}?prefix=stall-fast&socket_timeout={SOCKET_TIMEOUT}"
+           f"&connect_timeout={SOCKET_TIMEOUT}&retry_after={RETRY_AFTER}")  # fmt: skip
+    store = toolkeep.open_store(url)
+    assert isinstance(store, RedisStore)
+    store.put("0123456789abcdef", "kept")
+    log = StallLog(store)
+    assert durable_redis.proc is not None
+    with store:
+        durable_redis.proc.send_signal(signal.SIGSTOP)
+        try:
+            stop = time.monotonic() + 4.0
+            while time.monotonic() < stop:
+                log.call("0123456789abcdef")
+                time.sleep(0.01)
+            # two callers at once after a window: one probes, the other is refused meanwhile
+            time.sleep(RETRY_AFTER + 0.05)
+            before = len(log.timeouts())
+            callers = [threading.Thread(target=log.call, args=("0123456789abcdef",)) for _ in range(2)]
+            for thread in callers:
+                thread.start()
+            for thread in callers:
+                thread.join()
+            assert len(log.timeouts()) == before + 1
+        finally:
+            durable_redis.proc.send_signal(signal.SIGCONT)
+        timeouts = log.timeouts()
+        gaps = [nxt[0] - prev[1] for prev, nxt in itertools.pairwise(timeouts)]
+        print(f"stalled Redis: {len(log.calls)} calls in 4 s, {len(timeouts)} timed out, longest wait "
+              f"{log.longest_wait():.3f} s, gaps between timeouts {[round(g, 3) for g in gaps]}")  # fmt: skip
+        assert log.longest_wait() <= 3 * SOCKET_TIMEOUT
+        assert 3 <= len(timeouts) <= 4.0 / (SOCKET_TIMEOUT + RETRY_AFTER) + 2
+        # at most one timeout per window (the test stamps its calls a little outside the store)
+        assert all(gap >= 0.9 * RETRY_AFTER for gap in gaps)
+        assert sum(c[2] == "refused" for c in log.calls) > 10 * len(timeouts)
+
+        time.sleep(RETRY_AFTER)  # resumed: the next call is let through, answers, and closes it
+        assert [log.call("0123456789abcdef") for _ in range(20)] == ["ok"] * 20
+        assert store.get("0123456789abcdef") == "kept"

@@ -38,6 +38,7 @@ from .strategies import (
     configs,
     every_format_histories,
     histories,
+    json_values,
     long_sessions,
     property_settings,
 )
@@ -529,3 +530,134 @@ def test_a_resumed_session_recalls_from_sqlite(tmp_path: Path) -> None:
     assert len(keys) == 3
     with toolkeep.Session(Config(), store=url) as resumed:
         assert [recall_all(resumed.store, k, Config()) for k in keys] == originals
+
+
+# ------------------------------------------------------------------ whatever the model sends
+
+_SENT_ORIGINAL = "".join(f"line {n:03d} of what the tool printed\n" for n in range(60))
+
+
+@pytest.fixture(scope="module")
+def sent_world(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """A workspace holding one persisted output and a store holding its original."""
+    ws = toolkeep.Workspace(tmp_path_factory.mktemp("model-args") / "ws")
+    store = MemoryStore()
+    store.put(archive_key(_SENT_ORIGINAL), _SENT_ORIGINAL)
+    path = ws.persist("call_1", _SENT_ORIGINAL)
+    return ws, store, str(path)
+
+
+_KEY = archive_key(_SENT_ORIGINAL)
+_numbers = st.one_of(
+    st.integers(-(2**64), 2**64),
+    st.integers(-(10**6000), 10**6000),  # past Python's int-to-text limit
+    st.floats(),  # nan and infinities included
+    st.from_regex(r"\A\s?[+-]{0,3}[0-9²³٣０-９]{1,20}\s?\Z"),
+    st.integers(4_000, 6_000).map(lambda n: "9" * n),
+    st.booleans(),
+)
+
+
+def _huge_literal(digits: int) -> str:
+    """Arguments as JSON text whose start_line has ``digits`` digits (past the int-to-text limit)."""
+    return f'{{"key": "{_KEY}", "start_line": {"9" * digits}}}'
+
+
+_field_values = st.one_of(_numbers, json_values(6))
+_keys = st.one_of(
+    st.sampled_from([_KEY, marker(_KEY), _KEY.upper(), f"  {_KEY} "]),
+    st.text(),
+    json_values(6),
+)
+_paths = st.one_of(
+    st.sampled_from(["tool-results", "/etc/passwd", "..", "tool-results/../../x", "\ud800", "a\x00b"]),
+    st.text(),
+    json_values(6),
+)
+_mappings = st.fixed_dictionaries(
+    {},
+    optional={
+        "key": _keys,
+        "path": _paths,
+        "start_line": _field_values,
+        "end_line": _field_values,
+        "start_char": _field_values,
+    },
+)
+_json_safe = st.fixed_dictionaries(
+    {},
+    optional={
+        "key": _keys,
+        "path": _paths,
+        "start_line": st.one_of(st.integers(-(2**64), 2**64), st.floats(), st.text(max_size=12)),
+        "end_line": st.integers(-5, 200),
+    },
+)
+_texts = st.one_of(
+    _json_safe.map(json.dumps),
+    _json_safe.map(lambda m: json.dumps(m, ensure_ascii=False)),  # lone surrogates raw in the text
+    json_values(10).map(json.dumps),
+    st.integers(1, 200_000).map(lambda n: "[" * n),
+    st.integers(1, 50_000).map(lambda n: '{"key": ' * n),
+    st.integers(4_000, 6_000).map(_huge_literal),
+    st.text(),
+)
+model_arguments = st.one_of(_mappings, _texts, json_values(10), st.binary(max_size=20), st.none())
+
+
+class TestWhateverTheModelSends:
+    CONFIG = Config(recall_page_chars=600)
+
+    @property_settings(300)
+    @given(name=st.sampled_from([RECALL_TOOL, READ_TOOL]), arguments=model_arguments, data=st.data())
+    def test_every_input_gets_a_sentence(self, name: str, arguments: Any, data: Any, sent_world: Any) -> None:
+        """Any JSON value, any text (not JSON, nested 200,000 deep, a 6,000-digit number, lone
+        surrogates), any mapping: the answer is text that fits one page and can be sent (no raw
+        lone surrogate the model did not get from the original), never an exception."""
+        ws, store, path = sent_world
+        if isinstance(arguments, dict) and data.draw(st.booleans(), label="real path"):
+            arguments = {**arguments, "path": path}
+        answer = handle_tool_call(name, arguments, store=store, workspace=ws, config=self.CONFIG)
+        assert isinstance(answer, str)
+        answer.encode("utf-8")  # strict: would raise on a lone surrogate
+        assert len(answer) <= page_limit(self.CONFIG, name)
+
+    @pytest.mark.parametrize(
+        ("arguments", "words"),
+        [
+            ({"key": _KEY, "start_line": "--3"}, "start_line must be a whole number"),
+            ({"key": _KEY, "start_line": "²"}, "start_line must be a whole number"),
+            ({"key": _KEY, "end_line": "³"}, "end_line must be a whole number"),
+            ({"key": _KEY, "start_line": 10**5000}, "a number of about 5,000 digits"),
+            ({"key": _KEY, "start_line": "9" * 5000}, "(5,000 chars)"),
+            (_huge_literal(5_000), "a number too long"),
+            ("[" * 100_000, "nested too deeply"),
+            ({"key": _KEY, "start_char": float("inf")}, "start_char must be a whole number"),
+            ({"key": [[["deep"]]]}, "a JSON array is not an archive key"),
+            ("42", "must be an object, got 42"),
+        ],
+    )
+    def test_the_testers_inputs(self, arguments: Any, words: str, sent_world: Any) -> None:
+        """The inputs that used to raise (ValueError, RecursionError) get a sentence naming the fault."""
+        ws, store, _ = sent_world
+        answer = handle_tool_call(RECALL_TOOL, arguments, store=store, workspace=ws)
+        assert answer is not None and words in answer, answer
+
+    @pytest.mark.parametrize("path", ["\ud800", "tool-results/\udcff", "\udfff.txt"])
+    def test_lone_surrogate_path_is_refused(self, path: str, sent_world: Any) -> None:
+        """A path with a lone surrogate (no file name can hold one as text) is refused, not a
+        UnicodeEncodeError from the file system call."""
+        ws, store, _ = sent_world
+        answer = handle_tool_call(READ_TOOL, {"path": path}, store=store, workspace=ws)
+        assert answer is not None and "lone surrogate" in answer
+
+    def test_sane_numbers_still_work(self, sent_world: Any) -> None:
+        """ " 3 ", "+3", "٣" (a decimal digit in another script), 3.0 and 3 all mean line 3;
+        10**15 is past the end, not refused."""
+        ws, store, path = sent_world
+        for value in (" 3 ", "+3", "٣", 3.0, 3):
+            answer = handle_tool_call(READ_TOOL, {"path": path, "start_line": value, "end_line": 3},
+                                      store=store, workspace=ws)  # fmt: skip
+            assert answer is not None and page_body(answer) == "line 002 of what the tool printed\n"
+        answer = handle_tool_call(RECALL_TOOL, {"key": _KEY, "start_line": 10**15}, store=store, workspace=ws)
+        assert answer is not None and "past the end" in answer

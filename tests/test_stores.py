@@ -371,6 +371,27 @@ class TestOpenStore:
             assert isinstance(store, RedisStore) and store.prefix == prefix
             assert store.stats().ttl == 7 * 86400
 
+    def test_redis_timeouts_from_the_url(self, redis_url: str) -> None:
+        """socket_timeout, connect_timeout (or redis-py's socket_connect_timeout) and retry_after
+        in the URL reach the connection and the breaker; redis-py never retries on its own."""
+        base = f"{redis_url}?prefix={fresh_prefix()}"
+        for extra, timeouts in [
+            ("", (10.0, 5.0, 5.0)),
+            ("&socket_timeout=0.5&connect_timeout=0.25&retry_after=1m", (0.5, 0.25, 60.0)),
+            ("&socket_connect_timeout=2", (10.0, 2.0, 5.0)),
+        ]:
+            with open_store(base + extra) as store:
+                assert isinstance(store, RedisStore) and store._client is not None
+                kwargs = store._client.connection_pool.connection_kwargs
+                assert (
+                    kwargs["socket_timeout"],
+                    kwargs["socket_connect_timeout"],
+                    store.retry_after,
+                ) == timeouts
+                assert kwargs["retry"].get_retries() == 0
+                store.put(k(1), "x")
+                assert store.get(k(1)) == "x"
+
     def test_explicit_limits_win(self) -> None:
         """Limits passed to open_store override the query string."""
         store = open_store("memory://?max_entries=5&ttl=60", limits=Limits(max_entries=2))
@@ -379,7 +400,11 @@ class TestOpenStore:
     @pytest.mark.parametrize(
         "url",
         ["ftp://x", "memory://?max_bytes=lots", "memory://?ttl=soon", "memory://?colour=red",
-         "memory://?max_entries=0", "sqlite://", "redis://127.0.0.1:1/0?prefix=bad prefix"],
+         "memory://?max_entries=0", "sqlite://", "redis://127.0.0.1:1/0?prefix=bad prefix",
+         "redis://127.0.0.1:1/0?colour=red", "redis://127.0.0.1:1/0?ssl_certfile=c.pem",
+         "redis://127.0.0.1:1/0?retry_on_timeout=true", "redis://127.0.0.1:1/0?socket_timeout=soon",
+         "redis://127.0.0.1:1/0?socket_timeout=0", "redis://127.0.0.1:1/0?connect_timeout=100000",
+         "redis://127.0.0.1:1/0?retry_after=-1", "memory://?socket_timeout=1"],
     )  # fmt: skip
     def test_bad_urls(self, url: str) -> None:
         """An unknown scheme or parameter, or a bad limit, is a ConfigError naming the problem."""

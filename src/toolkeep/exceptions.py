@@ -8,7 +8,8 @@ Every error toolkeep raises on purpose derives from :class:`ToolkeepError`::
     │   └── DetectionError   ``format="auto"`` could not tell which format a history is in
     ├── WorkspaceError       the session directory cannot be made or used
     ├── StoreError           an archive store failed (backend errors chained with ``from``)
-    │   └── InvalidKeyError  an archive key is not 16 lowercase hex digits
+    │   ├── InvalidKeyError  an archive key is not 16 lowercase hex digits
+    │   └── StoreNotFoundError  a store opened only to read is not there (nothing archived)
     └── ReaderError          the workspace reader refused a path
 
 Where an error is about one place in a history it says which: ``index`` is the message index and
@@ -24,6 +25,7 @@ __all__ = [
     "InvalidKeyError",
     "ReaderError",
     "StoreError",
+    "StoreNotFoundError",
     "ToolkeepError",
     "WorkspaceError",
 ]
@@ -76,6 +78,11 @@ class StoreError(ToolkeepError):
 
 class InvalidKeyError(StoreError, ValueError):
     """An archive key is malformed (keys are 16 lowercase hexadecimal digits)."""
+
+
+class StoreNotFoundError(StoreError):
+    """A store opened with ``create=False`` (to read it) does not exist: its directory or
+    database file is missing, so nothing was archived there."""
 
 
 class ReaderError(ToolkeepError):

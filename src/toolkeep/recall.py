@@ -262,7 +262,7 @@ def recall_answer(
     config = config if config is not None else Config()
     m = _KEY_IN.fullmatch(key) if isinstance(key, str) else None
     if m is None:
-        return f"[recall: {str(key)[:60]!r} is not an archive key: pass the 16 hex digits of <<ccr:KEY>>]"
+        return f"[recall: {_shown(key)} is not an archive key: pass the 16 hex digits of <<ccr:KEY>>]"
     key = m[1].lower()
     if store is None:
         return "[recall: this session has no archive, so nothing can be recalled]"
@@ -336,52 +336,94 @@ def handle_tool_call(
 ) -> str | None:
     """Answer a call to ``recall`` or ``read_result``; ``None`` for any other tool.
 
-    ``arguments`` is the call's input as a mapping, or a JSON string (OpenAI sends those).
+    ``arguments`` is the call's input as a mapping, or a JSON string (OpenAI sends those). Whatever
+    the model sends (any JSON, text that is not JSON, nesting too deep to parse, numbers too long
+    to convert, lone surrogates), the answer is a sentence it can act on, never an exception.
     """
-    if name not in (RECALL_TOOL, READ_TOOL):
+    if not isinstance(name, str) or name not in (RECALL_TOOL, READ_TOOL):
         return None
     args = _arguments(arguments)
     if isinstance(args, str):
         return f"[{name}: {args}]"
     lines: dict[str, int | None] = {}
     for field in ("start_line", "end_line", "start_char"):
-        value = _integer(args.get(field))
-        if value is False:
-            return f"[{name}: {field} must be a whole number, got {args.get(field)!r}]"
-        lines[field] = value
+        value = args.get(field)
+        number = _integer(value)
+        if number is _NOT_A_NUMBER:
+            return f"[{name}: {field} must be a whole number up to {_MAX_NUMBER:,}, got {_shown(value)}]"
+        lines[field] = number
     if name == RECALL_TOOL:
         return recall_answer(store, args.get("key", ""), config=config, **lines)
     return read_answer(workspace, args.get("path", ""), config=config, **lines)
 
 
-def _arguments(arguments: Mapping[str, Any] | str | None) -> Mapping[str, Any] | str:
+_MAX_NUMBER = 10**15
+"""Line and char numbers past this are refused as such (no text has that many lines); it keeps
+every number an answer quotes short, and clear of Python's limit on int-to-text conversion."""
+_NOT_A_NUMBER: Any = object()
+_WHOLE = re.compile(r"\s*[+-]?\d{1,16}\s*")  # \d: the decimal digits int() reads, in any script
+
+
+def _arguments(arguments: object) -> Mapping[str, Any] | str:
     """The call's arguments as a mapping, or a sentence saying what is wrong with them."""
     if arguments is None:
         return {}
     if isinstance(arguments, str):
+        if not arguments.strip():
+            return {}
         try:
-            arguments = json.loads(arguments) if arguments.strip() else {}
+            arguments = json.loads(arguments)
         except json.JSONDecodeError as exc:
-            return f"arguments are not valid JSON ({exc.msg})"
+            return f"arguments are not valid JSON ({exc.msg} at char {exc.pos:,})"
+        except RecursionError:
+            return "arguments are nested too deeply to read; send a flat JSON object"
+        except ValueError:  # an integer literal past the int-to-text digit limit
+            return "arguments hold a number too long to read; send a flat JSON object"
     if not isinstance(arguments, Mapping):
-        return f"arguments must be an object, got {type(arguments).__name__}"
+        return f"arguments must be an object, got {_shown(arguments)}"
     return arguments
 
 
-def _integer(value: Any) -> int | bool | None:
-    """``value`` as an int (models send ``3``, ``3.0`` or ``"3"``); ``None`` if absent; ``False``
-    if it is not a whole number."""
+def _integer(value: object) -> Any:
+    """``value`` as an int (models send ``3``, ``3.0`` or ``"3"``); ``None`` if absent;
+    ``_NOT_A_NUMBER`` if it is not a whole number of at most :data:`_MAX_NUMBER`."""
     if value is None:
         return None
+    number: int
     if isinstance(value, bool):
-        return False
+        return _NOT_A_NUMBER
     if isinstance(value, int):
-        return value
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
-        return int(value)
-    return False
+        number = value
+    elif isinstance(value, float) and value.is_integer():
+        number = int(value)
+    elif isinstance(value, str) and _WHOLE.fullmatch(value):
+        try:
+            number = int(value)
+        except ValueError:  # a space or digit the pattern and int() see differently
+            return _NOT_A_NUMBER
+    else:
+        return _NOT_A_NUMBER
+    return number if -_MAX_NUMBER <= number <= _MAX_NUMBER else _NOT_A_NUMBER
+
+
+def _shown(value: object) -> str:
+    """A model-supplied value, quoted short enough for an answer and safe to print: no huge
+    number converted to text, no deep structure walked, lone surrogates escaped."""
+    if isinstance(value, str):
+        return repr(value) if len(value) <= 60 else f"{value[:48]!r}... ({len(value):,} chars)"
+    if isinstance(value, bool) or value is None:
+        return "null" if value is None else str(value).lower()
+    if isinstance(value, int):
+        if value.bit_length() <= 64:
+            return str(value)
+        return f"a number of about {int(value.bit_length() * 0.30103):,} digits"
+    if isinstance(value, float):
+        return repr(value)
+    if isinstance(value, Mapping):
+        return "a JSON object"
+    if isinstance(value, (list, tuple)):
+        return "a JSON array"
+    return f"a {type(value).__name__}"
 
 
 def langchain_tools(

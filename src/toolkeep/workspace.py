@@ -1,6 +1,7 @@
 """The session workspace: a private directory for persisted outputs and the agent's scratch files.
 
-Layout (directories 0700, files 0600)::
+Layout (directories 0700, files 0600; toolkeep writes its files through descriptors of
+directories it checked are not symbolic links, and refuses a link planted in their place)::
 
     toolkeep-<random>/
         tool-results/   budget_<id>_<hash>.txt, one per persisted output, written once
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import errno
 import os
 import re
 import shutil
@@ -24,6 +26,7 @@ import threading
 import time
 import unicodedata
 import weakref
+from collections.abc import Iterator
 from pathlib import Path
 
 from ._closing import Closing
@@ -35,12 +38,17 @@ __all__ = [
     "MAX_PATH_CHARS",
     "MAX_READ_BYTES",
     "STALE_WRITE_SECONDS",
+    "SUBDIRS",
     "TMP_PREFIX",
     "Workspace",
     "WorkspaceReader",
     "atomic_write",
+    "opened_directory",
+    "own_file_exists",
     "persisted_name",
+    "refused_link",
     "split_lines",
+    "workspace_path_refusal",
 ]
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
@@ -49,7 +57,12 @@ MAX_PATH_CHARS = 4_096
 MAX_NAME_BYTES = 255
 TMP_PREFIX = ".tmp-"
 """Names of files :func:`atomic_write` has not finished; the reader never returns them."""
-_WRITE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_WRITE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+_DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | _NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+SUBDIRS = ("tool-results", "archive", "scratch")
+_WRITTEN = ("tool-results", "archive")
+"""The subdirectories toolkeep writes in (``scratch/`` is the agent's)."""
 MAX_READ_BYTES = 256 << 20
 """The reader refuses files bigger than this (persisted outputs are far smaller)."""
 
@@ -67,10 +80,56 @@ def persisted_name(call_id: str, text: str) -> str:
     return f"budget_{safe_id[:64]}_{archive_key(text)}.txt"
 
 
-def atomic_write(path: str | os.PathLike[str], data: bytes | str) -> None:
+def refused_link(shown: str | os.PathLike[str], what: str = "a symbolic link") -> WorkspaceError:
+    """The error for a link (or other non-file) planted where toolkeep writes or reads its own
+    files: an :class:`OSError` whose ``strerror`` says what was refused."""
+    return WorkspaceError(
+        errno.ELOOP, f"refused: {os.fspath(shown)} is {what} that toolkeep did not make; remove it"
+    )
+
+
+@contextlib.contextmanager
+def opened_directory(path: str | os.PathLike[str], *, dir_fd: int | None = None) -> Iterator[int]:
+    """A descriptor of the directory ``path`` (relative to ``dir_fd`` if given), for the
+    ``dir_fd`` calls that write and read inside it. Its last component must be a real directory:
+    a symbolic link there is refused (:func:`refused_link`), so whatever is done through the
+    descriptor stays in the directory meant, even if a link is planted later."""
+    try:
+        fd = os.open(path, _DIR_FLAGS, dir_fd=dir_fd)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR) and stat.S_ISLNK(_lstat_mode(path, dir_fd)):
+            raise refused_link(path) from None
+        raise
+    try:
+        yield fd
+    finally:
+        os.close(fd)
+
+
+def _lstat_mode(path: str | os.PathLike[str], dir_fd: int | None) -> int:
+    try:
+        return os.stat(path, dir_fd=dir_fd, follow_symlinks=False).st_mode
+    except OSError:
+        return 0
+
+
+def own_file_exists(name: str, dir_fd: int, shown: str | os.PathLike[str]) -> bool:
+    """Whether ``name`` in the directory ``dir_fd`` is there (a regular file, which toolkeep
+    wrote); ``False`` if it is missing. Anything else in its place (a link planted to make a
+    write land elsewhere or count as done) is refused with :func:`refused_link`."""
+    mode = _lstat_mode(name, dir_fd)
+    if mode == 0:
+        return False
+    if stat.S_ISREG(mode):
+        return True
+    raise refused_link(shown, "a symbolic link" if stat.S_ISLNK(mode) else "something other than a file")
+
+
+def atomic_write(path: str | os.PathLike[str], data: bytes | str, *, dir_fd: int | None = None) -> None:
     """Write ``data`` to ``path`` (mode 0600) so that readers see all of it or nothing.
 
-    A ``str`` is written as UTF-8 (lone surrogates kept) a chunk at a time, never encoded whole.
+    With ``dir_fd`` (see :func:`opened_directory`), ``path`` is a name in that directory. A
+    ``str`` is written as UTF-8 (lone surrogates kept) a chunk at a time, never encoded whole.
 
     A process killed mid-write leaves at most a ``.tmp-*`` file, never a partial ``path``. No
     fsync: the rename is atomic for readers, and a session workspace does not outlive a power
@@ -81,10 +140,10 @@ def atomic_write(path: str | os.PathLike[str], data: bytes | str) -> None:
     # a name of our own (pid, thread, target) is enough to be unique; O_EXCL makes sure
     tmp = os.path.join(head, f"{TMP_PREFIX}{os.getpid()}-{threading.get_ident()}-{name}")
     try:
-        fd = os.open(tmp, _WRITE_FLAGS, 0o600)
-    except FileExistsError:  # left by a killed process whose pid was reused
-        os.unlink(tmp)
-        fd = os.open(tmp, _WRITE_FLAGS, 0o600)
+        fd = os.open(tmp, _WRITE_FLAGS, 0o600, dir_fd=dir_fd)
+    except FileExistsError:  # left by a killed process whose pid was reused (or a planted link)
+        os.unlink(tmp, dir_fd=dir_fd)
+        fd = os.open(tmp, _WRITE_FLAGS, 0o600, dir_fd=dir_fd)
     try:
         try:
             for chunk in utf8_chunks(data) if isinstance(data, str) else (data,):
@@ -93,10 +152,10 @@ def atomic_write(path: str | os.PathLike[str], data: bytes | str) -> None:
                     view = view[os.write(fd, view) :]
         finally:
             os.close(fd)
-        os.replace(tmp, path)
+        os.replace(tmp, path, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
     except BaseException:
         with contextlib.suppress(OSError):
-            os.unlink(tmp)
+            os.unlink(tmp, dir_fd=dir_fd)
         raise
 
 
@@ -105,24 +164,46 @@ class Workspace(Closing):
 
     ``Workspace()`` makes a new private directory under the system temp dir;
     ``Workspace(path)`` uses (and creates) ``path`` and keeps it afterwards, so that another call
-    with the same path reuses its files.
+    with the same path reuses its files. A path that previews could not name so that
+    ``read_result`` reads it back (see :func:`workspace_path_refusal`: a ``]``, a line break, a
+    backslash, ``…``, ``．``, bytes that are not UTF-8) is refused with :class:`WorkspaceError`.
     """
 
     def __init__(self, path: str | os.PathLike[str] | None = None, *, keep: bool = False) -> None:
         try:
             if path is None:
-                self.path = Path(tempfile.mkdtemp(prefix="toolkeep-")).resolve()
+                made = tempfile.mkdtemp(prefix="toolkeep-")
+                self.path = Path(made).resolve()
                 self.keep = keep
+                if (problem := workspace_path_refusal(str(self.path))) is not None:
+                    shutil.rmtree(made, ignore_errors=True)
+                    raise WorkspaceError(
+                        f"cannot use the temp directory {_show(made)}: {problem}; set TMPDIR"
+                    )
             else:
                 self.path = Path(path).expanduser()
+                if (problem := workspace_path_refusal(str(self.path.resolve()))) is not None:
+                    raise WorkspaceError(
+                        f"cannot use {_show(os.fspath(path))} as the session workspace: {problem}"
+                    )
                 self.path.mkdir(mode=0o700, parents=True, exist_ok=True)
                 self.path = self.path.resolve()
                 self.keep = True
             os.chmod(self.path, 0o700)
-            for sub in ("tool-results", "archive", "scratch"):
-                (self.path / sub).mkdir(mode=0o700, exist_ok=True)
-        except OSError as exc:
-            raise WorkspaceError(f"cannot create session workspace at {path}: {exc}") from exc
+            with opened_directory(self.path) as root:
+                for sub in SUBDIRS:
+                    with contextlib.suppress(FileExistsError):
+                        os.mkdir(sub, 0o700, dir_fd=root)
+                    if sub in _WRITTEN:  # a link planted there is refused now, and at every write
+                        with opened_directory(sub, dir_fd=root):
+                            pass
+        except WorkspaceError as exc:
+            if exc.errno is None:  # a refusal of the path itself, worded already
+                raise
+            raise WorkspaceError(f"cannot create session workspace at {self.path}: {exc.strerror}") from exc
+        except (OSError, ValueError) as exc:  # ValueError: a NUL in the path
+            where = getattr(self, "path", path)
+            raise WorkspaceError(f"cannot create session workspace at {where}: {exc}") from exc
         if path is not None:
             _sweep_stale_writes(self.path)
         self._finalizer = weakref.finalize(self, _remove, self.path, self.keep)
@@ -143,11 +224,15 @@ class Workspace(Closing):
     def persist(self, call_id: str, text: str) -> Path:
         """Save ``text`` as the persisted output of ``call_id``, once; return its path.
 
-        Raises :class:`OSError` when it cannot be written; the caller decides what to say.
+        Raises :class:`OSError` when it cannot be written (a symbolic link in place of
+        ``tool-results/``, the workspace or the file is refused, with a ``strerror`` saying so);
+        the caller decides what to say.
         """
-        target = self.results_dir / persisted_name(call_id, text)
-        if not target.exists():
-            atomic_write(target, text)
+        name = persisted_name(call_id, text)
+        target = self.results_dir / name
+        with opened_directory(self.path) as root, opened_directory("tool-results", dir_fd=root) as fd:
+            if not own_file_exists(name, fd, target):
+                atomic_write(name, text, dir_fd=fd)
         return target
 
     @property
@@ -181,12 +266,12 @@ STALE_WRITE_SECONDS = 3_600
 def _sweep_stale_writes(root: Path) -> None:
     """Remove the temp files killed processes left in a reused workspace (see :func:`atomic_write`)."""
     cutoff = time.time() - STALE_WRITE_SECONDS
-    for sub in ("tool-results", "archive"):
-        with contextlib.suppress(OSError):
-            for entry in os.scandir(root / sub):
+    for sub in _WRITTEN:
+        with contextlib.suppress(OSError), opened_directory(root / sub) as fd:
+            for entry in os.scandir(fd):
                 if entry.name.startswith(TMP_PREFIX) and entry.stat(follow_symlinks=False).st_mtime < cutoff:
                     with contextlib.suppress(OSError):
-                        os.unlink(entry.path)
+                        os.unlink(entry.name, dir_fd=fd)
 
 
 def _remove(path: Path, keep: bool) -> None:
@@ -213,8 +298,8 @@ def split_lines(text: str) -> list[str]:
 class WorkspaceReader:
     """Reads files inside one directory, and nothing else.
 
-    A path is refused (:class:`ReaderError`) when it holds a NUL byte, a ``..`` component, a char
-    that only looks like a slash or a dot, or is too long; when it is absolute and not under the
+    A path is refused (:class:`ReaderError`) when it holds a NUL byte, a lone surrogate, a ``..``
+    component, a char that only looks like a slash or a dot, or is too long; when it is absolute and not under the
     root; when, with every symlink resolved, it is not under the root; and when it is not a
     regular file. The file is then opened without following a last-moment symlink and checked
     again through its open descriptor, so a swap between the check and the read gains nothing.
@@ -279,21 +364,9 @@ class WorkspaceReader:
         raw = os.fspath(path)
         if not isinstance(raw, str):
             raise ReaderError("refused: a path must be text, not bytes")
-        if not raw:
-            raise ReaderError("refused: empty path")
-        if "\x00" in raw:
-            raise ReaderError("refused: the path contains a NUL byte")
-        if len(raw) > MAX_PATH_CHARS:
-            raise ReaderError(f"refused: the path is {len(raw):,} chars long")
-        if any(c in _LOOKALIKES for c in raw) or _folds_to_separator(raw):
-            raise ReaderError(f"refused: {_show(raw)} has chars that look like a slash or a dot")
-        components = raw.split("/")
-        if ".." in components:
-            raise ReaderError(f"refused: {_show(raw)} has a '..' component")
-        if "\\" in raw:
-            raise ReaderError(f"refused: {_show(raw)} has a backslash (not a path separator here)")
-        if any(len(c.encode("utf-8", "surrogatepass")) > MAX_NAME_BYTES for c in components):
-            raise ReaderError(f"refused: {_show(raw)} has a name longer than {MAX_NAME_BYTES} bytes")
+        problem = _text_refusal(raw)
+        if problem is not None:
+            raise ReaderError(f"refused: {problem}")
         return raw
 
     def _check_descriptor(self, fd: int, path: str | os.PathLike[str]) -> None:
@@ -307,6 +380,53 @@ class WorkspaceReader:
 
     def __repr__(self) -> str:
         return f"WorkspaceReader({str(self.root)!r})"
+
+
+def _text_refusal(raw: str) -> str | None:
+    """Why the reader refuses the path ``raw`` on its text alone; ``None`` if it does not."""
+    if not raw:
+        return "empty path"
+    if "\x00" in raw:
+        return "the path contains a NUL byte"
+    if len(raw) > MAX_PATH_CHARS:
+        return f"the path is {len(raw):,} chars long"
+    if not raw.isascii():
+        try:
+            raw.encode("utf-8")
+        except UnicodeEncodeError:
+            return "the path holds a lone surrogate (it is not valid text)"
+    if any(c in _LOOKALIKES for c in raw) or _folds_to_separator(raw):
+        return f"{_show(raw)} has chars that look like a slash or a dot"
+    components = raw.split("/")
+    if ".." in components:
+        return f"{_show(raw)} has a '..' component"
+    if "\\" in raw:
+        return f"{_show(raw)} has a backslash (not a path separator here)"
+    if any(len(c.encode("utf-8", "surrogatepass")) > MAX_NAME_BYTES for c in components):
+        return f"{_show(raw)} has a name longer than {MAX_NAME_BYTES} bytes"
+    return None
+
+
+_LONGEST_SAVED = len("/tool-results/budget__.txt") + 64 + 16
+"""Chars a persisted file's path adds to the workspace's."""
+
+
+def workspace_path_refusal(root: str) -> str | None:
+    """Why ``root`` cannot be a session workspace, or ``None``: a preview names its saved files
+    as ``[full output saved to PATH]``, read back to the end of the line or the first ``]``, and
+    ``read_result`` must accept the path the model copies from it. So the path holds no ``]``
+    and no control char (a line break ends it; the model may not copy the others), and nothing
+    the reader refuses (a backslash, a char that looks like a slash or a dot such as ``…`` or
+    ``．``, a lone surrogate from bytes that are not UTF-8), and is short enough."""
+    if "]" in root:
+        return "the path holds a ']', which would end the path a preview names"
+    if any(c < " " or c == "\x7f" for c in root):
+        return "the path holds a control char (a line break would end the path a preview names)"
+    problem = _text_refusal(root)
+    if problem is None and len(root) + _LONGEST_SAVED > MAX_PATH_CHARS:
+        problem = "the path is too long for the saved files in it to be read back"
+    # the caller names the path once; read_result would refuse the files' paths for this reason
+    return None if problem is None else problem.replace(_show(root), "the path")
 
 
 def _folds_to_separator(text: str) -> bool:

@@ -6,7 +6,9 @@ input, always with one line on stderr and never a traceback.
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -30,6 +32,7 @@ __all__ = [
     "main",
     "read_json",
     "split_request",
+    "unreadable_json",
     "write_output",
 ]
 
@@ -67,14 +70,19 @@ def read_json(source: str) -> Any:
     del data  # a 100 MB input is then held twice while parsing (text and result), not three times
     try:
         return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InputError(
-            f"{source}: invalid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})"
-        ) from None
-    except RecursionError:
-        raise InputError(f"{source}: JSON nested too deeply") from None
-    except ValueError as exc:  # e.g. an integer literal past int's digit limit
-        raise InputError(f"{source}: invalid JSON: {exc}") from None
+    except (ValueError, RecursionError) as exc:
+        raise InputError(f"{source}: {unreadable_json(exc)}") from None
+
+
+def unreadable_json(exc: ValueError | RecursionError) -> str:
+    """What is wrong with a JSON text :func:`json.loads` refused, in a few words."""
+    if isinstance(exc, json.JSONDecodeError):
+        return f"invalid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})"
+    if isinstance(exc, RecursionError):
+        return "JSON nested too deeply"
+    if "digits" in str(exc):  # an integer literal past int's digit limit
+        return f"invalid JSON: a number has more than {sys.get_int_max_str_digits():,} digits"
+    return f"invalid JSON: {exc}"
 
 
 def split_request(document: Any, source: str) -> tuple[list[Any], Callable[[list[Any]], Any]]:
@@ -119,7 +127,9 @@ def cli() -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> NoReturn:
-    """Entry point: run the CLI, turning every expected error into one line and an exit code."""
+    """Entry point: run the CLI, turning every error into one line on stderr and an exit code
+    (2 unless the error says otherwise); never a traceback."""
+    _prepare_streams()
     try:
         code = cli.main(
             args=list(argv) if argv is not None else None, prog_name="toolkeep", standalone_mode=False
@@ -134,12 +144,82 @@ def main(argv: Sequence[str] | None = None) -> NoReturn:
         _fail(str(exc), 2)
     except RecursionError:
         _fail("input nested too deeply", 2)
-    except BrokenPipeError:
+    except BrokenPipeError:  # the reader went away (| head): nothing to say, nobody to say it to
+        _drop_stdout()
         sys.exit(1)
+    except OSError as exc:  # stdout closed (>&-) or full (/dev/full), or a file this code did not expect
+        _drop_stdout()
+        _fail(f"{exc.strerror or type(exc).__name__}" + (f": {exc.filename}" if exc.filename else ""), 2)
+    except Exception as exc:  # a bug: still one line, naming where, never the data
+        _fail(f"internal error ({_where(exc)}); please report it with the command that caused it", 2)
     sys.exit(code if isinstance(code, int) else 0)
 
 
 def _fail(message: str, code: int) -> NoReturn:
     line = " ".join(message.split())
-    sys.stderr.write(f"toolkeep: error: {line}\n")
+    stderr = sys.stderr
+    if stderr is not None:  # stderr closed (2>&-): the exit code is all there is
+        try:
+            stderr.write(f"toolkeep: error: {line}\n")
+            stderr.flush()
+        except OSError:
+            pass
     sys.exit(code)
+
+
+class _Closed:
+    """Stands for a standard stream the shell closed (``>&-``): writing to it is an error the
+    CLI reports in one line, where Python would have ``None`` and the code a traceback."""
+
+    encoding = "utf-8"
+    errors = "backslashreplace"
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    @property
+    def buffer(self) -> _Closed:
+        return self
+
+    def writable(self) -> bool:
+        return True
+
+    def isatty(self) -> bool:
+        return False
+
+    def flush(self) -> None:
+        return None
+
+    def write(self, text: object) -> int:
+        raise OSError(errno.EBADF, f"cannot write to {self.name}: it is closed")
+
+
+def _prepare_streams() -> None:
+    """A closed stdout becomes :class:`_Closed`; text a JSON input may hold but no encoding can
+    (a lone surrogate in a call id) is written backslash-escaped instead of raising."""
+    if sys.stdout is None:
+        sys.stdout = _Closed("stdout")
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            reconfigure(errors="backslashreplace")
+
+
+def _drop_stdout() -> None:
+    """Point stdout at the null device, so that the flush at exit cannot fail a second time."""
+    try:
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, sys.stdout.fileno())
+        os.close(null)
+    except (OSError, ValueError, AttributeError):  # no descriptor (a closed or replaced stream)
+        pass
+
+
+def _where(exc: BaseException) -> str:
+    """``TypeName at module.py:LINE`` of the innermost frame of ``exc``."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    if tb is None:
+        return type(exc).__name__
+    return f"{type(exc).__name__} at {Path(tb.tb_frame.f_code.co_filename).name}:{tb.tb_lineno}"

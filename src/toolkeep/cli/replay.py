@@ -17,7 +17,7 @@ from ..replay.cost import CACHE_READ, CACHE_WRITE
 from ..replay.importers import RecordedSession
 from ..replay.replay import ReplayResult
 from ..replay.tokens import DEFAULT_ENCODING, ENCODINGS, TOKEN_MODES, TokenCounter
-from ._app import InputError, cli
+from ._app import InputError, cli, unreadable_json
 
 COST_MODEL = (
     f"cost is in base-input-token units: the client caches each request's full prefix, so request k "
@@ -118,11 +118,12 @@ def _load_all(paths: tuple[str, ...], format_name: str) -> tuple[list[RecordedSe
     for path, named in iter_log_files(paths):
         try:
             sessions.extend(load_sessions(path, format_name))
-        except FormatError as exc:
+        except (ValueError, RecursionError) as exc:  # FormatError, or JSON json.loads refused
+            reason = str(exc) if isinstance(exc, FormatError) else f"{path}: {unreadable_json(exc)}"
             if named:
-                raise InputError(str(exc)) from None
-            skipped.append({"source": str(path), "reason": str(exc)})
-            click.echo(f"toolkeep: skipped {path}: {exc}", err=True)
+                raise InputError(reason) from None
+            skipped.append({"source": str(path), "reason": reason})
+            click.echo(f"toolkeep: skipped {path}: {reason}", err=True)
     return sessions, skipped
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import click
 
+from ..exceptions import StoreNotFoundError
 from ..stores import ArchiveStore, FileStore, open_store
 from ._app import cli
 
@@ -19,19 +20,27 @@ STORE_ENV = "TOOLKEEP_STORE_URL"
 def open_cli_store(store_url: str | None, workspace: str | None) -> ArchiveStore:
     """The store named by ``--store`` or ``--workspace`` (one of them), else by TOOLKEEP_STORE_URL.
 
-    A workspace's own archive is opened only if it exists: reading commands never create one.
+    Only a store that exists is opened: these commands never create a directory or a database
+    file. One that is missing is a negative answer (exit 1): nothing was archived there.
     """
     if store_url and workspace:
         raise click.UsageError("give --workspace DIR or --store URL, not both")
-    if workspace:
-        archive = Path(workspace) / "archive"
-        if not archive.is_dir():
-            raise click.ClickException(f"{workspace} has no archive/ directory: nothing was archived there")
-        return FileStore(archive)
-    url = store_url or os.environ.get(STORE_ENV)
-    if not url:
-        raise click.UsageError(f"name the archive with --workspace DIR or --store URL (or set {STORE_ENV})")
-    return open_store(url)
+    try:
+        if workspace:
+            try:
+                return FileStore(Path(workspace) / "archive", create=False)
+            except StoreNotFoundError:
+                raise click.ClickException(
+                    f"{workspace} has no archive/ directory: nothing was archived there"
+                ) from None
+        url = store_url or os.environ.get(STORE_ENV)
+        if not url:
+            raise click.UsageError(
+                f"name the archive with --workspace DIR or --store URL (or set {STORE_ENV})"
+            )
+        return open_store(url, create=False)
+    except StoreNotFoundError as exc:
+        raise click.ClickException(str(exc)) from None
 
 
 def store_options(f: click.decorators.FC) -> click.decorators.FC:

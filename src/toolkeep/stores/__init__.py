@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from ._base import ArchiveStore, Clock, GcResult, Limits, StoreStats, validate_key
 from .file import FileStore
 from .memory import MemoryStore
-from .url import open_store, parse_limits, store_for_config
+from .url import mask_url, open_store, parse_limits, store_for_config
 
 if TYPE_CHECKING:  # pragma: no cover
     from .redis import RedisStore
@@ -28,6 +28,7 @@ __all__ = [
     "RedisStore",
     "SQLiteStore",
     "StoreStats",
+    "mask_url",
     "open_store",
     "parse_limits",
     "store_for_config",

@@ -27,6 +27,7 @@ from ..exceptions import ConfigError, InvalidKeyError, StoreError
 from ..shorten import CHUNK_CHARS, utf8_chunks
 
 __all__ = [
+    "MAX_LIMIT",
     "ArchiveStore",
     "Clock",
     "GcResult",
@@ -40,6 +41,9 @@ __all__ = [
 ]
 
 _KEY = re.compile(r"[0-9a-f]{16}")
+
+MAX_LIMIT = 2**63 - 1
+"""The largest size or entry cap (what SQLite's integers and Redis's numbers hold)."""
 
 Clock = Callable[[], float]
 """Seconds since some fixed point; :func:`time.time` unless a test injects its own."""
@@ -92,10 +96,17 @@ class Limits:
     def __post_init__(self) -> None:
         for name in ("max_bytes", "max_entries"):
             value = getattr(self, name)
-            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-                raise ConfigError(f"store {name} must be a positive integer, got {value!r}")
-        if self.ttl is not None and (isinstance(self.ttl, bool) or not self.ttl > 0):
-            raise ConfigError(f"store ttl must be a positive number of seconds, got {self.ttl!r}")
+            if value is not None and (
+                isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_LIMIT
+            ):
+                shown = value if not isinstance(value, int) or value.bit_length() <= 64 else "a huge number"
+                raise ConfigError(f"store {name} must be a whole number from 1 to 2**63-1, got {shown!r}")
+        ttl = self.ttl
+        if ttl is not None and (
+            isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or not 0 < ttl < float("inf")
+        ):
+            shown = ttl if not isinstance(ttl, int) or ttl.bit_length() <= 64 else "a huge number"
+            raise ConfigError(f"store ttl must be a positive, finite number of seconds, got {shown!r}")
 
     def expired(self, used: float, now: float) -> bool:
         """True when an entry last used at ``used`` is past its TTL at ``now``."""

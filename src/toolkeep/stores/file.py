@@ -3,6 +3,11 @@
 The file's modification time is the entry's last use: ``get`` and a repeated ``put`` set it to the
 store's clock, so least-recently-used order and TTL survive a restart and are shared by every
 process that opens the same directory.
+
+Every file operation goes through a descriptor of the directory, opened without following a
+symbolic link in its last component, and never follows a link in place of an entry: a link
+planted there (to make an original land outside, count as stored without being written, or make
+``recall`` print another file) is refused with a :class:`StoreError` that says so.
 """
 
 from __future__ import annotations
@@ -10,17 +15,21 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import stat
 import threading
 import time
 from pathlib import Path
 
-from ..exceptions import StoreError
-from ..workspace import atomic_write
+from ..exceptions import StoreError, StoreNotFoundError
+from ..workspace import atomic_write, opened_directory, own_file_exists, refused_link
 from ._base import Clock, GcResult, Limits, StoreBase, StoreStats, decode_text, utf8_size, validate_key
 
 __all__ = ["FileStore"]
 
 _NAME = re.compile(r"[0-9a-f]{16}\.txt")
+_READ_FLAGS = (
+    os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+)
 
 
 class FileStore(StoreBase):
@@ -35,69 +44,92 @@ class FileStore(StoreBase):
         *,
         limits: Limits | None = None,
         clock: Clock | None = None,
+        create: bool = True,
     ) -> None:
+        """``create=False`` opens the directory only if it is there (to read it): a missing one is
+        :class:`StoreNotFoundError`, and nothing is created."""
         super().__init__(limits=limits, clock=clock)
         self.directory = Path(directory)
         try:
-            self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+            if create:
+                self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+            with opened_directory(self.directory):  # a link in its place is refused at once
+                pass
+        except FileNotFoundError as exc:
+            if create:
+                raise StoreError(f"cannot create archive directory {self.directory}: {exc.strerror}") from exc
+            raise StoreNotFoundError(
+                f"no archive directory {self.directory}: nothing was archived there"
+            ) from exc
         except OSError as exc:
-            raise StoreError(f"cannot create archive directory {self.directory}: {exc.strerror}") from exc
-        self._directory = os.fspath(self.directory)
+            verb = "create" if create else "open"
+            raise StoreError(f"cannot {verb} archive directory {self.directory}: {exc.strerror}") from exc
         self._lock = threading.Lock()
-
-    def _path(self, key: str) -> str:
-        return os.path.join(self._directory, f"{validate_key(key)}.txt")
 
     def put(self, key: str, text: str) -> None:
         """Store ``text`` under ``key`` once; evict the least recently used files over the caps."""
-        path = self._path(key)
+        name = f"{validate_key(key)}.txt"
         with self._lock:
             now = self.clock()
             try:
-                self._expire_all(now)
-                try:
-                    os.utime(path, (now, now))  # there already: a use (one call, no stat first)
-                    return
-                except FileNotFoundError:
-                    pass
-                if self.limits.max_bytes is not None:
-                    self.limits.check_fits(key, utf8_size(text))
-                atomic_write(path, text)  # written a chunk at a time: no encoded copy of a huge text
-                if self.clock is not time.time:  # else the write stamped the file with it
-                    os.utime(path, (now, now))
-                self._evict(keep=path)
+                with opened_directory(self.directory) as fd:
+                    self._expire_all(fd, now)
+                    if own_file_exists(name, fd, self.directory / name):
+                        os.utime(name, (now, now), dir_fd=fd, follow_symlinks=False)  # a use
+                        return
+                    if self.limits.max_bytes is not None:
+                        self.limits.check_fits(key, utf8_size(text))
+                    atomic_write(name, text, dir_fd=fd)  # a chunk at a time: no encoded copy
+                    if self.clock is not time.time:  # else the write stamped the file with it
+                        os.utime(name, (now, now), dir_fd=fd, follow_symlinks=False)
+                    self._evict(fd, keep=name)
             except OSError as exc:
                 raise StoreError(f"cannot archive {key} in {self.directory}: {exc.strerror}") from exc
 
     def get(self, key: str) -> str | None:
         """The original under ``key``, or ``None``; a hit counts as a use."""
-        path = self._path(key)
+        name = f"{validate_key(key)}.txt"
         with self._lock:
             now = self.clock()
             try:
-                used = os.stat(path).st_mtime
-                if self.limits.expired(used, now):
-                    os.unlink(path)
-                    self._expirations += 1
-                    self._misses += 1
-                    return None
-                with open(path, "rb") as handle:
-                    data = handle.read()
-                os.utime(path, (now, now))
+                with opened_directory(self.directory) as fd:
+                    data = self._read(fd, name, now)
             except FileNotFoundError:
-                self._misses += 1
-                return None
+                data = None
             except OSError as exc:
                 raise StoreError(f"cannot read {key} from {self.directory}: {exc.strerror}") from exc
+            if data is None:
+                self._misses += 1
+                return None
             self._hits += 1
         return decode_text(data)
 
+    def _read(self, fd: int, name: str, now: float) -> bytes | None:
+        """The bytes of entry ``name``, stamped as used; ``None`` if it expired (and is gone)."""
+        try:
+            handle = os.open(name, _READ_FLAGS, dir_fd=fd)
+        except OSError as exc:
+            own_file_exists(name, fd, self.directory / name)  # refuses a planted link by name
+            raise exc
+        with os.fdopen(handle, "rb") as file:
+            info = os.fstat(handle)
+            if not stat.S_ISREG(info.st_mode):
+                raise refused_link(self.directory / name, "something other than a file")
+            if self.limits.expired(info.st_mtime, now):
+                os.unlink(name, dir_fd=fd)
+                self._expirations += 1
+                return None
+            data = file.read()
+            os.utime(handle, (now, now))
+        return data
+
     def delete(self, key: str) -> bool:
         """Remove ``key``; ``True`` if it was there."""
-        path = self._path(key)
+        name = f"{validate_key(key)}.txt"
         with self._lock:
             try:
-                os.unlink(path)
+                with opened_directory(self.directory) as fd:
+                    os.unlink(name, dir_fd=fd)  # a link is removed, never followed
             except FileNotFoundError:
                 return False
             except OSError as exc:
@@ -107,7 +139,11 @@ class FileStore(StoreBase):
     def stats(self) -> StoreStats:
         """Entries and bytes on disk now, and this process's counts."""
         with self._lock:
-            entries = self._scan()
+            try:
+                with opened_directory(self.directory) as fd:
+                    entries = self._scan(fd)
+            except OSError as exc:
+                raise StoreError(f"cannot list {self.directory}: {exc.strerror}") from exc
             return self._stats(len(entries), sum(size for _, size, _ in entries))
 
     def gc(self) -> GcResult:
@@ -115,49 +151,47 @@ class FileStore(StoreBase):
         with self._lock:
             expired, evicted = self._expirations, self._evictions
             try:
-                self._expire_all(self.clock())
-                self._evict(keep=None)
+                with opened_directory(self.directory) as fd:
+                    self._expire_all(fd, self.clock())
+                    self._evict(fd, keep=None)
             except OSError as exc:
                 raise StoreError(f"cannot collect {self.directory}: {exc.strerror}") from exc
             return GcResult(self._expirations - expired, self._evictions - evicted)
 
-    def _scan(self) -> list[tuple[Path, int, float]]:
-        """``(path, size, last use)`` of every stored original, least recently used first."""
-        out: list[tuple[Path, int, float]] = []
-        try:
-            names = os.listdir(self.directory)
-        except OSError as exc:
-            raise StoreError(f"cannot list {self.directory}: {exc.strerror}") from exc
-        for name in names:
+    def _scan(self, fd: int) -> list[tuple[str, int, float]]:
+        """``(name, size, last use)`` of every stored original, least recently used first; only
+        regular files count (temp files of a write in progress, links and the rest are not ours)."""
+        out: list[tuple[str, int, float]] = []
+        for name in os.listdir(fd):
             if not _NAME.fullmatch(name):
-                continue  # temp files of a write in progress, or not ours
+                continue
             with contextlib.suppress(FileNotFoundError):
-                st = os.stat(self.directory / name, follow_symlinks=False)
-                out.append((self.directory / name, st.st_size, st.st_mtime))
-        out.sort(key=lambda e: (e[2], e[0].name))
+                st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+                if stat.S_ISREG(st.st_mode):
+                    out.append((name, st.st_size, st.st_mtime))
+        out.sort(key=lambda e: (e[2], e[0]))
         return out
 
-    def _expire_all(self, now: float) -> None:
+    def _expire_all(self, fd: int, now: float) -> None:
         if self.limits.ttl is None:
             return
-        for path, _, used in self._scan():
+        for name, _, used in self._scan(fd):
             if not self.limits.expired(used, now):
                 break
             with contextlib.suppress(FileNotFoundError):
-                path.unlink()
+                os.unlink(name, dir_fd=fd)
                 self._expirations += 1
 
-    def _evict(self, keep: str | None) -> None:
+    def _evict(self, fd: int, keep: str | None) -> None:
         if self.limits.max_bytes is None and self.limits.max_entries is None:
             return
-        entries = self._scan()
+        entries = self._scan(fd)
         # the entry just written is the newest and must not pay for its own arrival
-        kept = None if keep is None else os.path.basename(keep)
-        by_age = [(p.name, size) for p, size, _ in entries if p.name != kept]
+        by_age = [(name, size) for name, size, _ in entries if name != keep]
         total = sum(size for _, size, _ in entries)
         for name in self.limits.victims(by_age, total, len(entries)):
             with contextlib.suppress(FileNotFoundError):
-                (self.directory / name).unlink()
+                os.unlink(name, dir_fd=fd)
                 self._evictions += 1
 
     def __repr__(self) -> str:

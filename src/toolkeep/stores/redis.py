@@ -16,16 +16,20 @@ policy is, and the counters are the whole namespace's.
 from __future__ import annotations
 
 import re
+import threading
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 from ..exceptions import ConfigError, StoreError
 from ._base import Clock, GcResult, Limits, StoreBase, StoreStats, decode_text, encode_text, validate_key
+from .url import mask_url
 
 if TYPE_CHECKING:  # pragma: no cover
     import redis
 
-__all__ = ["RedisStore"]
+__all__ = ["RedisStore", "check_server_url"]
 
 _PREFIX = re.compile(r"[A-Za-z0-9_.:-]{1,64}")
 
@@ -134,11 +138,71 @@ def _load_redis() -> Any:
     return redis
 
 
+def check_server_url(url: str) -> None:
+    """Refuse a Redis URL whose port is not a number (with the password masked): redis-py's own
+    error quotes the port's text, and with a ``/`` in the password that text is part of it."""
+    try:
+        urlsplit(url).port  # noqa: B018 - the port is checked only when read
+    except ValueError:
+        raise ConfigError(
+            f"store URL {mask_url(url)!r}: its port is not a number from 0 to 65535 "
+            "(in a password, write / ? # as %2F %3F %23)"
+        ) from None
+
+
+class _Breaker:
+    """Fails calls at once while a server that stopped answering is left alone.
+
+    After a call fails for want of an answer (refused, reset, timed out), no call reaches the
+    server for ``retry_after`` seconds counted from the moment that call gave up, so a stalled
+    server costs one timeout per window, not one per call. The first call after the window is
+    the only one let through (a probe; calls made while it waits fail at once); its success
+    closes the breaker, its failure opens a new window.
+    """
+
+    def __init__(self, retry_after: float) -> None:
+        self.retry_after = retry_after
+        self._lock = threading.Lock()
+        self._closed_at = float("-inf")  # monotonic time the window ends; -inf: closed
+        self._probing = False
+        self.last_failure = ""
+
+    def admit(self) -> str | None:
+        """``None`` if a call may go to the server, else the reason it may not."""
+        with self._lock:
+            if self._closed_at == float("-inf"):
+                return None
+            wait = self._closed_at - time.monotonic()
+            if wait > 0 or self._probing:
+                shown = f"asked again in {max(wait, 0):.1f} s" if wait > 0 else "being asked again now"
+                return f"unreachable a moment ago ({self.last_failure}); {shown}"
+            self._probing = True
+            return None
+
+    def succeeded(self) -> None:
+        with self._lock:
+            self._closed_at = float("-inf")
+            self._probing = False
+
+    def abandoned(self) -> None:
+        with self._lock:
+            self._probing = False
+
+    def failed(self, reason: str) -> None:
+        with self._lock:
+            self._closed_at = time.monotonic() + self.retry_after  # from the END of the failed call
+            self._probing = False
+            self.last_failure = reason
+
+
 class RedisStore(StoreBase):
     """Originals on a Redis server, namespaced by ``prefix``.
 
     ``url`` is a redis-py URL (``redis://[:password@]host:port/db``, ``rediss://`` for TLS,
-    ``unix:///path.sock``); the server is pinged at once, so a wrong URL fails here.
+    ``unix:///path.sock``); the server is pinged at once, so a wrong URL fails here. A call waits
+    at most ``socket_timeout`` seconds for an answer (``connect_timeout`` for a connection) and
+    is never retried by redis-py; a server that did not answer is left alone ``retry_after``
+    seconds (see :class:`_Breaker`).
     """
 
     backend = "redis"
@@ -152,33 +216,47 @@ class RedisStore(StoreBase):
         clock: Clock | None = None,
         client: redis.Redis | None = None,
         retry_after: float = 5.0,
+        socket_timeout: float = 10.0,
+        connect_timeout: float = 5.0,
     ) -> None:
         super().__init__(limits=limits, clock=clock)
+        for name, value, low in (("retry_after", retry_after, 0.0), ("socket_timeout", socket_timeout, 1e-3),
+                                 ("connect_timeout", connect_timeout, 1e-3)):  # fmt: skip
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= 86_400:
+                raise ConfigError(f"Redis store {name} must be a number of seconds from {low:g} to 86400")
         self.retry_after = retry_after
-        """Seconds a server that failed to answer (refused, timed out) is not asked again: every
-        call meanwhile fails at once, so a stalled server costs one timeout, not one per result."""
-        self._down_until = float("-inf")
+        """Seconds a server that failed to answer (refused, timed out) is not asked again, counted
+        from the end of the failed call: every call meanwhile fails at once."""
+        self._breaker = _Breaker(retry_after)
         if not _PREFIX.fullmatch(prefix):
             raise ConfigError(f"Redis store prefix {prefix!r} must be 1-64 chars of [A-Za-z0-9_.:-]")
         self.prefix = prefix
+        check_server_url(url)
         self.url = url
         self._redis = _load_redis()
         tag = "{" + prefix + "}"
         self.keys = [f"{tag}:data", f"{tag}:sizes", f"{tag}:lru", f"{tag}:meta"]
         """The Redis keys this store uses (one namespace)."""
         try:
-            self._client: redis.Redis | None = (
-                client
-                if client is not None
-                else self._redis.Redis.from_url(url, socket_timeout=10, socket_connect_timeout=5)
-            )
-            self._client.ping()
-        except (self._redis.RedisError, ValueError) as exc:  # ValueError: a bad port, a host idna rejects
-            raise StoreError(f"cannot reach the Redis archive at {_safe_url(url)}: {exc}") from exc
-        self._put = self._client.register_script(_PUT)
-        self._get = self._client.register_script(_GET)
-        self._delete = self._client.register_script(_DELETE)
-        self._gc = self._client.register_script(_GC)
+            if client is None:
+                from redis.backoff import NoBackoff
+                from redis.retry import Retry
+
+                client = self._redis.Redis.from_url(
+                    url,
+                    socket_timeout=socket_timeout,
+                    socket_connect_timeout=connect_timeout,
+                    retry=Retry(NoBackoff(), 0),  # one wait per call: the breaker does the rest
+                )
+            self._client: redis.Redis | None = client
+            client.ping()
+        except (self._redis.RedisError, ValueError, TypeError) as exc:
+            # ValueError: a bad port, a host idna rejects; TypeError: a parameter redis-py lacks
+            raise StoreError(f"cannot reach the Redis archive at {mask_url(url)}: {exc}") from exc
+        self._put = client.register_script(_PUT)
+        self._get = client.register_script(_GET)
+        self._delete = client.register_script(_DELETE)
+        self._gc = client.register_script(_GC)
 
     def put(self, key: str, text: str) -> None:
         """Store ``text`` under ``key`` once; evict the least recently used entries over the caps."""
@@ -187,29 +265,29 @@ class RedisStore(StoreBase):
         self.limits.check_fits(key, len(body))
         lim = self.limits
         args = [key, body, len(body), _num(self.clock()), _num(lim.ttl), _num(lim.max_bytes)]
-        self._call(self._put, [*args, _num(lim.max_entries)])
+        self._script(self._put, [*args, _num(lim.max_entries)])
 
     def get(self, key: str) -> str | None:
         """The original under ``key``, or ``None``; a hit counts as a use."""
         validate_key(key)
-        body = self._call(self._get, [key, _num(self.clock()), _num(self.limits.ttl)])
+        body = self._script(self._get, [key, _num(self.clock()), _num(self.limits.ttl)])
         return None if body is None else decode_text(bytes(body))
 
     def delete(self, key: str) -> bool:
         """Remove ``key``; ``True`` if it was there."""
         validate_key(key)
-        return bool(self._call(self._delete, [key]))
+        return bool(self._script(self._delete, [key]))
 
     def stats(self) -> StoreStats:
         """Entries and bytes now, and the namespace's counts across every client."""
-        client = self._live()
-        try:
+
+        def run(client: redis.Redis) -> Any:
             pipe = client.pipeline()
             pipe.zcard(self.keys[2])
             pipe.hgetall(self.keys[3])
-            entries, meta = pipe.execute()
-        except self._redis.RedisError as exc:
-            raise StoreError(f"Redis archive at {_safe_url(self.url)}: {exc}") from exc
+            return pipe.execute()
+
+        entries, meta = self._call(run)
         counts = {k.decode(): int(v) for k, v in meta.items()}
         lim = self.limits
         return StoreStats(
@@ -229,16 +307,12 @@ class RedisStore(StoreBase):
         """Delete every expired entry and evict down to the caps."""
         lim = self.limits
         args = [_num(self.clock()), _num(lim.ttl), _num(lim.max_bytes), _num(lim.max_entries)]
-        expired, evicted = self._call(self._gc, args)
+        expired, evicted = self._script(self._gc, args)
         return GcResult(int(expired), int(evicted))
 
     def clear(self) -> None:
         """Delete the whole namespace (originals and counters)."""
-        client = self._live()
-        try:
-            client.delete(*self.keys)
-        except self._redis.RedisError as exc:
-            raise StoreError(f"Redis archive at {_safe_url(self.url)}: {exc}") from exc
+        self._call(lambda client: client.delete(*self.keys))
 
     def close(self) -> None:
         """Close the connection pool. Safe to call more than once."""
@@ -248,35 +322,39 @@ class RedisStore(StoreBase):
 
     def _live(self) -> redis.Redis:
         if self._client is None:
-            raise StoreError(f"Redis archive at {_safe_url(self.url)} is closed")
+            raise StoreError(f"Redis archive at {mask_url(self.url)} is closed")
         return self._client
 
-    def _call(self, script: Any, args: list[Any]) -> Any:
-        self._live()
-        now = time.monotonic()
-        if now < self._down_until:
-            raise StoreError(
-                f"Redis archive at {_safe_url(self.url)}: unreachable a moment ago; "
-                f"asked again after {self.retry_after:g} s"
-            )
+    def _script(self, script: Any, args: list[Any]) -> Any:
+        return self._call(lambda _: script(keys=self.keys, args=args))
+
+    def _call(self, run: Callable[[redis.Redis], Any]) -> Any:
+        """``run(client)``, unless the breaker is open; redis-py's errors as :class:`StoreError`
+        (naming the server and the error, never an original's text)."""
+        client = self._live()
+        refused = self._breaker.admit()
+        if refused is not None:
+            raise StoreError(f"Redis archive at {mask_url(self.url)}: {refused}")
         try:
-            return script(keys=self.keys, args=args)
+            result = run(client)
         except (self._redis.ConnectionError, self._redis.TimeoutError) as exc:
-            self._down_until = now + self.retry_after
-            raise StoreError(f"Redis archive at {_safe_url(self.url)}: {type(exc).__name__}: {exc}") from exc
+            self._breaker.failed(
+                "no answer in time" if isinstance(exc, self._redis.TimeoutError) else "no connection"
+            )
+            raise StoreError(f"Redis archive at {mask_url(self.url)}: {type(exc).__name__}: {exc}") from exc
         except self._redis.RedisError as exc:
-            # the message names the server and the error, never the original's text
-            raise StoreError(f"Redis archive at {_safe_url(self.url)}: {type(exc).__name__}: {exc}") from exc
+            self._breaker.succeeded()  # it answered, with an error
+            raise StoreError(f"Redis archive at {mask_url(self.url)}: {type(exc).__name__}: {exc}") from exc
+        except BaseException:
+            self._breaker.abandoned()  # interrupted: no verdict, but no probe left pending
+            raise
+        self._breaker.succeeded()
+        return result
 
     def __repr__(self) -> str:
-        return f"RedisStore({_safe_url(self.url)!r}, prefix={self.prefix!r})"
+        return f"RedisStore({mask_url(self.url)!r}, prefix={self.prefix!r})"
 
 
 def _num(value: float | None) -> str:
     """A number as the scripts read it; ``-1`` for no limit."""
     return "-1" if value is None else repr(float(value))
-
-
-def _safe_url(url: str) -> str:
-    """The URL without its password, for messages."""
-    return re.sub(r"//([^:/@]*):[^@/]*@", r"//\1:***@", url)

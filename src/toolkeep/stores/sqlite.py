@@ -8,14 +8,17 @@ so that lone surrogates survive.
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
 import sqlite3
+import stat
 import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
-from ..exceptions import StoreError
+from ..exceptions import StoreError, StoreNotFoundError
 from ..shorten import CHUNK_CHARS, utf8_chunks
 from ._base import (
     Clock,
@@ -44,10 +47,32 @@ CREATE INDEX IF NOT EXISTS entries_by_use ON entries (used, key);
 CREATE TABLE IF NOT EXISTS counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
 """
 _COUNTERS = ("hits", "misses", "evictions", "expirations")
+_HAS_TABLE = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'entries'"
+_SIDE_FILES = ("-wal", "-shm", "-journal")
+_OPEN_FLAGS = os.O_RDWR | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+
+log = logging.getLogger("toolkeep")
+
+
+def _make_private(path: Path, *, create: bool) -> None:
+    """Create ``path`` (0600) if asked and missing, and make an existing one 0600: it holds
+    originals. A file of another user that is wider is left as it is, with a warning."""
+    fd = os.open(path, _OPEN_FLAGS | (os.O_CREAT if create else 0), 0o600)
+    try:
+        mode = stat.S_IMODE(os.fstat(fd).st_mode)
+        if mode & 0o077:
+            try:
+                os.fchmod(fd, 0o600)
+            except PermissionError:
+                log.warning("toolkeep: %s is mode %04o and not ours to make 0600", path, mode)
+    finally:
+        os.close(fd)
 
 
 class SQLiteStore(StoreBase):
-    """Originals in a SQLite database file (0600; its directory made 0700 if missing)."""
+    """Originals in a SQLite database file: it and its ``-wal``/``-shm`` files are made 0600 (an
+    existing database too), its directory 0700 if missing. With ``create=False`` nothing is
+    created: a missing file (or one without the archive's table) is :class:`StoreNotFoundError`."""
 
     backend = "sqlite"
 
@@ -57,24 +82,44 @@ class SQLiteStore(StoreBase):
         *,
         limits: Limits | None = None,
         clock: Clock | None = None,
+        create: bool = True,
     ) -> None:
         super().__init__(limits=limits, clock=clock)
         self.path = Path(path)
         self._lock = threading.Lock()
+        self._db: sqlite3.Connection | None = None
         try:
-            self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-            # create the file 0600 before sqlite does, so it is never readable by others
-            os.close(os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600))
-            self._db: sqlite3.Connection | None = sqlite3.connect(
-                self.path, timeout=30, isolation_level=None, check_same_thread=False
-            )
+            if create:
+                self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            # the file exists, 0600, before sqlite opens it (sqlite gives -wal/-shm its mode)
+            _make_private(self.path, create=create)
+            for suffix in _SIDE_FILES:  # left by an earlier opening, perhaps with a wider mode
+                with contextlib.suppress(FileNotFoundError):
+                    _make_private(Path(f"{self.path}{suffix}"), create=False)
+            self._db = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
+            if not create and not self._db.execute(_HAS_TABLE).fetchone():
+                raise StoreNotFoundError(
+                    f"SQLite archive {self.path} holds no archive: nothing was archived there"
+                )
             self._db.execute("PRAGMA journal_mode=WAL")
             # with WAL, NORMAL never corrupts the file; a power cut may only lose the last uses
             # and originals, which the session would archive again. FULL costs an fsync per get.
             self._db.execute("PRAGMA synchronous=NORMAL")
-            self._db.executescript(_SCHEMA)
-        except (OSError, sqlite3.Error) as exc:
+            if create:
+                self._db.executescript(_SCHEMA)
+        except FileNotFoundError as exc:
+            self.close()
+            if not create:
+                raise StoreNotFoundError(
+                    f"no SQLite archive at {self.path}: nothing was archived there"
+                ) from exc
             raise StoreError(f"cannot open SQLite archive {self.path}: {exc}") from exc
+        except (OSError, sqlite3.Error) as exc:
+            self.close()
+            raise StoreError(f"cannot open SQLite archive {self.path}: {exc}") from exc
+        except StoreError:
+            self.close()
+            raise
 
     def put(self, key: str, text: str) -> None:
         """Store ``text`` under ``key`` once; evict the least recently used rows over the caps."""
