@@ -28,7 +28,10 @@ def history(results: int = 8) -> list[Any]:
     for n in range(results):
         text = "".join(f"result {n} line {k}: value={k * n}\n" for k in range(400))
         out += [
-            {"role": "assistant", "content": [{"type": "tool_use", "id": f"t{n}", "name": "grep", "input": {}}]},
+            {
+                "role": "assistant",
+                "content": [{"type": "tool_use", "id": f"t{n}", "name": "grep", "input": {}}],
+            },
             {"role": "user", "content": [{"type": "tool_result", "tool_use_id": f"t{n}", "content": text}]},
         ]
     return [*out, {"role": "assistant", "content": "done"}, {"role": "user", "content": "next"}]

@@ -24,6 +24,7 @@ __all__ = [
     "FormatError",
     "InvalidKeyError",
     "ReaderError",
+    "SessionClosedError",
     "StoreError",
     "StoreNotFoundError",
     "ToolkeepError",
@@ -83,6 +84,10 @@ class InvalidKeyError(StoreError, ValueError):
 class StoreNotFoundError(StoreError):
     """A store opened with ``create=False`` (to read it) does not exist: its directory or
     database file is missing, so nothing was archived there."""
+
+
+class SessionClosedError(ToolkeepError, RuntimeError):
+    """Work was asked of a :class:`~toolkeep.Session` after :meth:`~toolkeep.Session.close`."""
 
 
 class ReaderError(ToolkeepError):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -10,7 +11,7 @@ from . import engine
 from ._closing import Closing
 from .config import Config
 from .engine import Resolved, SessionState, common_prefix
-from .exceptions import FormatError
+from .exceptions import FormatError, SessionClosedError
 from .formats import Format, _sdk, detect_format, get_format, resolve_format
 from .messages import ToolResultPart
 from .pipeline import Prepared
@@ -58,13 +59,31 @@ class Session(Closing):
         self.steps = build_steps(self.config)
         self.state = SessionState()
         """What the session carries from one request to the next (:mod:`toolkeep.engine`)."""
+        self._lock = threading.Lock()
+        self._closed = False
 
     def prepare(self, messages: Sequence[Any], format: str | Format = "auto") -> Prepared:
         """The history to send and a report; ``messages`` is never mutated.
 
         Unchanged messages are shared with the input (treat the output as read-only); changed
         ones are new objects.
+
+        Safe to call from several threads: calls are taken one at a time, and each gets the
+        output a session of its own would give. A session remembers one conversation, so
+        threads that interleave different conversations on one session each pay a fresh run;
+        keep a session per conversation (the integrations do).
         """
+        with self._lock:
+            self._check_open()
+            return self._prepare(messages, format)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise SessionClosedError(
+                "this Session is closed (its workspace and store are released); make a new one"
+            )
+
+    def _prepare(self, messages: Sequence[Any], format: str | Format) -> Prepared:
         if not isinstance(messages, (list, tuple)):
             raise FormatError(f"a history is a list of messages, got {type(messages).__name__}")
         state = self.state
@@ -121,6 +140,7 @@ class Session(Closing):
 
             text = session.cap_result(call["id"], call["name"], run_tool(call))
         """
+        self._check_open()
         steps = [s for s in self.steps if isinstance(s, ToolCaps)]
         caps = (
             steps[0] if steps else ToolCaps(default=self.config.default_tool_cap, caps=self.config.tool_caps)
@@ -150,7 +170,9 @@ class Session(Closing):
         return self.store.get(key)
 
     def close(self) -> None:
-        """Close the store (if the session opened it) and remove the workspace unless kept."""
+        """Close the store (if the session opened it) and remove the workspace unless kept.
+        A closed session refuses work with :class:`SessionClosedError`."""
+        self._closed = True
         if self._owns_store:
             self.store.close()
         self.workspace.close()
