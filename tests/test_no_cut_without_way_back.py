@@ -78,3 +78,32 @@ def test_a_refused_original_is_never_cut_away(policy: str, which: str, tmp_path:
     if which == "refusing":
         assert errors  # the failure is reported, not silent
     store.close()
+
+
+def test_cli_exit_status_shows_what_could_not_be_saved(tmp_path: Path) -> None:
+    """``toolkeep prepare`` with a store over its cap writes the output and exits 3, one line on
+    stderr; with room in the store it exits 0 (the issue's example: six 8k results, a 4K store)."""
+    import json
+    import subprocess
+    import sys
+
+    source = tmp_path / "in.json"
+    source.write_text(json.dumps(history(6)), encoding="utf-8")
+
+    def run(store: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "toolkeep", "prepare", str(source), "-o", str(tmp_path / "out.json"),
+             "--workspace", str(tmp_path / "ws"), "--store", store],
+            capture_output=True, text=True, check=False,
+        )  # fmt: skip
+
+    full = run(f"sqlite:///{tmp_path}/small.db?max_bytes=4K")
+    assert full.returncode == 3, full.stderr
+    assert "original(s) could not be saved" in full.stderr.splitlines()[-1]
+    out = json.loads((tmp_path / "out.json").read_text(encoding="utf-8"))
+    assert toolkeep.validate(out, "anthropic") == []
+    whole = originals(history(6))
+    for call_id, text in originals(out).items():  # each cut leads to a file or says why not
+        assert text == whole[call_id] or "full output saved to" in text or "could not be saved" in text
+    roomy = run(f"sqlite:///{tmp_path}/big.db")
+    assert roomy.returncode == 0, roomy.stderr

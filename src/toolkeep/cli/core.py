@@ -43,6 +43,15 @@ def prepare(
     write_output(output, dumps(rebuild(prepared), indent))
     if report_path:
         write_output(report_path, dumps(report.to_dict(), 2))
+    if report.save_errors:
+        # nothing is cut without a way back, but what could not be saved stays whole (or its
+        # cut says so): the caller must know
+        click.echo(
+            f"toolkeep: {len(report.save_errors)} original(s) could not be saved "
+            f"(first: {report.save_errors[0]}); those results are kept whole or say why",
+            err=True,
+        )
+        sys.exit(3)
 
 
 @cli.command(name="validate")
