@@ -168,6 +168,11 @@ class Config:
     recall_page_chars: int = 16_000
     """Most chars one recall answer holds (also kept under ``max_result_chars`` and the cap)."""
     recall_tools: frozenset[str] = frozenset({"recall", "read_result"})
+    caller_store_url: str | None = None
+    """Where a session keeps the originals of what it shortens into the caller's own history
+    (``Session.cap_result``, ``ToolLoop``) when its own store does not outlive it (the default:
+    an archive in a private workspace removed on close). ``None``: the per-user archive
+    (:func:`toolkeep.userdirs.user_store_url`); ``""``: nowhere else (they go with the session)."""
 
     def __post_init__(self) -> None:
         for f in fields(self):

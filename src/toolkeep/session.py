@@ -20,6 +20,8 @@ from .recall import handle_tool_call, tool_definitions
 from .report import Report
 from .steps import StepContext, ToolCaps
 from .stores import ArchiveStore, open_store, store_for_config
+from .stores.layered import LayeredStore
+from .userdirs import user_store_url
 from .workspace import Workspace
 
 __all__ = ["Session"]
@@ -56,6 +58,18 @@ class Session(Closing):
             self.store = open_store(store)
         else:
             self.store = store
+        # what the caller's own history carries must outlive the session: if the session's store
+        # goes with it (an archive in a workspace removed on close), such originals are kept in
+        # the per-user archive too, and every lookup falls back to it
+        outlives = store is not None or bool(self.config.store_url) or self.workspace.keep
+        self._durable: ArchiveStore | None = None
+        self._holds = self.store
+        """Where originals the caller's history carries are written (and read back)."""
+        self.recall_store: ArchiveStore = self.store
+        """Where the model's ``recall`` calls are answered from."""
+        if not outlives and self.config.caller_store_url != "":
+            self._holds = LayeredStore(self.store, self._durable_store, write_both=True)
+            self.recall_store = LayeredStore(self.store, self._durable_store)
         self.steps = build_steps(self.config)
         self.state = SessionState()
         """What the session carries from one request to the next (:mod:`toolkeep.engine`)."""
@@ -130,6 +144,13 @@ class Session(Closing):
         self.state.resolved = Resolved(format, base, fmt, len(messages), objects) if messages else None
         return fmt
 
+    def _durable_store(self) -> ArchiveStore:
+        """The per-user archive (or ``caller_store_url``), opened on first use."""
+        if self._durable is None:
+            self._check_open()
+            self._durable = open_store(self.config.caller_store_url or user_store_url())
+        return self._durable
+
     def cap_result(self, call_id: str, tool_name: str | None, text: str, *, cap: int | None = None) -> str:
         """A tool's output as it should enter the history: within its tool's cap.
 
@@ -148,7 +169,7 @@ class Session(Closing):
         if cap is not None:
             caps = ToolCaps(default=cap, caps={}, head=caps.head, tail=caps.tail)
         # a cut reads no format: any one will do
-        ctx = StepContext(get_format("anthropic"), self.config, self.workspace, self.store, Report())
+        ctx = StepContext(get_format("anthropic"), self.config, self.workspace, self._holds, Report())
         part = ToolResultPart(call_id, text, name=tool_name)
         capped = caps.cut(part, ctx)
         return text if capped is None else capped.text
@@ -158,7 +179,7 @@ class Session(Closing):
         other tool. Never raises for the model's mistakes: an unknown key or a refused path gets
         a sentence the model can act on."""
         return handle_tool_call(
-            name, arguments, store=self.store, workspace=self.workspace, config=self.config
+            name, arguments, store=self.recall_store, workspace=self.workspace, config=self.config
         )
 
     def tool_definitions(self, format: str) -> list[Any]:
@@ -167,7 +188,7 @@ class Session(Closing):
 
     def recall(self, key: str) -> str | None:
         """The original archived under ``key``, or ``None`` if the store does not have it."""
-        return self.store.get(key)
+        return self.recall_store.get(key)
 
     def close(self) -> None:
         """Close the store (if the session opened it) and remove the workspace unless kept.
@@ -175,4 +196,6 @@ class Session(Closing):
         self._closed = True
         if self._owns_store:
             self.store.close()
+        if self._durable is not None:
+            self._durable.close()
         self.workspace.close()

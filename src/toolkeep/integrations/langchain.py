@@ -60,7 +60,7 @@ class ToolkeepMiddleware(SessionOwner, AgentMiddleware):
         self._hold(session, config)
         self.tools = (
             langchain_tools(
-                store=self.session.store, workspace=self.session.workspace, config=self.session.config
+                store=self.session.recall_store, workspace=self.session.workspace, config=self.session.config
             )
             if recall
             else []

@@ -22,7 +22,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..config import Config
-from ..recall import READ_TOOL, RECALL_TOOL, handle_tool_call, tool_definitions
+from ..recall import READ_TOOL, RECALL_TOOL, tool_definitions
 from ..report import Report
 from ..session import Session
 from . import SessionOwner, require
@@ -58,9 +58,7 @@ def recall_function_tools(session: Session) -> list[FunctionTool]:
 
     def bind(name: str) -> Any:
         async def invoke(context: RunContextWrapper[Any], arguments: str) -> str:
-            answer = handle_tool_call(
-                name, arguments, store=session.store, workspace=session.workspace, config=session.config
-            )
+            answer = session.handle_tool_call(name, arguments)
             return answer or ""
 
         return invoke

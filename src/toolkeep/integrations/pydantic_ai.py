@@ -37,7 +37,7 @@ from ..config import Config
 from ..formats._base import Format, FormatRules, Violation, changed_arguments, results_in_next_user
 from ..formats.anthropic import AnthropicFormat
 from ..messages import History, Message, OpaquePart, Part, TextPart, ToolCallPart, ToolResultPart
-from ..recall import READ_TOOL, RECALL_TOOL, handle_tool_call, tool_specs
+from ..recall import READ_TOOL, RECALL_TOOL, tool_specs
 from ..report import Report
 from ..session import Session
 from . import SessionOwner, require
@@ -170,9 +170,7 @@ class ToolkeepHistory(SessionOwner):
 
         def bind(name: str) -> Any:
             def run(**arguments: Any) -> str:
-                answer = handle_tool_call(
-                    name, arguments, store=session.store, workspace=session.workspace, config=session.config
-                )
+                answer = session.handle_tool_call(name, arguments)
                 return answer or ""
 
             return run

@@ -33,14 +33,13 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
 from ..config import Config
+from ..dispatch import declared_cap
 from ..exceptions import ConfigError
 from ..formats import ToolCall as ToolCall  # where it lived before the formats read responses
 from ..formats import get_format
-from ..messages import ToolResultPart
-from ..recall import READ_TOOL, RECALL_TOOL, handle_tool_call, tool_definitions
+from ..recall import READ_TOOL, RECALL_TOOL, tool_definitions
 from ..report import Report
 from ..session import Session
-from ..steps import StepContext, ToolCaps
 from . import SessionOwner
 
 __all__ = ["LOOP_FORMATS", "LoopFormat", "ToolLoop"]
@@ -81,12 +80,6 @@ class ToolLoop(SessionOwner):
         self._hold(session, config)
         self.report: Report | None = None
         """The report of the last :meth:`prepare`."""
-        self._caps = next((s for s in self.session.steps if isinstance(s, ToolCaps)), None) or ToolCaps(
-            default=self.session.config.default_tool_cap,
-            caps=self.session.config.tool_caps,
-            head=self.session.config.cap_head_chars,
-            tail=self.session.config.cap_tail_chars,
-        )
 
     def tool_definitions(self) -> list[Any]:
         """The ``recall`` and ``read_result`` definitions to add to the request's ``tools``."""
@@ -104,13 +97,7 @@ class ToolLoop(SessionOwner):
 
     def run(self, call: ToolCall) -> tuple[str, bool]:
         """Run one call: ``(text, is_error)``, the text already within the tool's cap."""
-        answer = handle_tool_call(
-            call.name,
-            call.arguments,
-            store=self.session.store,
-            workspace=self.session.workspace,
-            config=self.session.config,
-        )
+        answer = self.session.handle_tool_call(call.name, call.arguments)
         if answer is not None:  # recall/read_result pages are sized to pass every cap
             return answer, False
         function = self.tools.get(call.name)
@@ -125,14 +112,13 @@ class ToolLoop(SessionOwner):
             _log.info("toolkeep: tool %s raised %s", call.name, type(exc).__name__)
             return f"Error: {type(exc).__name__}: {exc}", True
         text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
-        return self.cap(call.name, call.id, text), False
+        return self.cap(call.name, call.id, text, declared_cap(function)), False
 
-    def cap(self, tool: str, call_id: str, text: str) -> str:
-        """``text`` cut to ``tool``'s cap (the full output archived and saved first), or as is."""
-        part = ToolResultPart(call_id or "result", text, name=tool)
-        ctx = StepContext(self._format, self.session.config, self.session.workspace, self.session.store)
-        cut = self._caps.cut(part, ctx)
-        return text if cut is None else cut.text
+    def cap(self, tool: str, call_id: str, text: str, cap: int | None = None) -> str:
+        """``text`` cut to ``tool``'s cap, or to ``cap`` (one the tool declared with
+        :func:`toolkeep.result_cap`), the full output archived where it outlives the session
+        and saved first (:meth:`Session.cap_result`); or as is."""
+        return self.session.cap_result(call_id or "result", tool, text, cap=cap)
 
     def results(self, response: Any) -> list[Any]:
         """The messages answering every call in ``response``, to append to the history."""

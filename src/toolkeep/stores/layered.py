@@ -1,0 +1,44 @@
+"""Two stores read as one: a session's own, and one that outlives it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ._base import ArchiveStore, GcResult, StoreBase, StoreStats
+
+__all__ = ["LayeredStore"]
+
+
+class LayeredStore(StoreBase):
+    """Reads ``primary``, then the store ``durable()`` opens (asked only on a miss, or on a
+    write when ``write_both``); writes ``primary``, and with ``write_both`` the durable store
+    first (its failure is the write's). Stats and gc are ``primary``'s; closing closes
+    neither: their owner does."""
+
+    backend = "layered"
+
+    def __init__(
+        self, primary: ArchiveStore, durable: Callable[[], ArchiveStore], *, write_both: bool = False
+    ) -> None:
+        super().__init__()
+        self.primary = primary
+        self._durable = durable
+        self.write_both = write_both
+
+    def put(self, key: str, text: str) -> None:
+        if self.write_both:
+            self._durable().put(key, text)
+        self.primary.put(key, text)
+
+    def get(self, key: str) -> str | None:
+        text = self.primary.get(key)
+        return text if text is not None else self._durable().get(key)
+
+    def delete(self, key: str) -> bool:
+        return self.primary.delete(key)
+
+    def stats(self) -> StoreStats:
+        return self.primary.stats()
+
+    def gc(self) -> GcResult:
+        return self.primary.gc()
