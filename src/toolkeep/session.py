@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import os
 import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
@@ -18,6 +20,7 @@ from .pipeline import Prepared
 from .policies import build_steps
 from .recall import handle_tool_call, tool_definitions
 from .report import Report
+from .shorten import archive_key
 from .steps import StepContext, ToolCaps
 from .stores import ArchiveStore, open_store, store_for_config
 from .stores.layered import LayeredStore
@@ -25,6 +28,15 @@ from .userdirs import user_store_url
 from .workspace import Workspace
 
 __all__ = ["Session"]
+
+
+def _conversation_key(first: Any) -> str:
+    """What tells a conversation apart: the archive key of its first message as JSON."""
+    try:
+        text = json.dumps(first, sort_keys=True, default=repr, ensure_ascii=False)
+    except (TypeError, ValueError, RecursionError):  # keys that do not sort, nesting too deep
+        text = repr(first)
+    return archive_key(text)
 
 
 class Session(Closing):
@@ -38,6 +50,9 @@ class Session(Closing):
     ``store`` is an :class:`ArchiveStore` or a store URL; by default originals are archived in
     the workspace.
     """
+
+    conversations_kept = 16
+    """How many conversations' state a session keeps (see :meth:`prepare`)."""
 
     def __init__(
         self,
@@ -72,7 +87,9 @@ class Session(Closing):
             self.recall_store = LayeredStore(self.store, self._durable_store)
         self.steps = build_steps(self.config)
         self.state = SessionState()
-        """What the session carries from one request to the next (:mod:`toolkeep.engine`)."""
+        """What the session carries from one request to the next (:mod:`toolkeep.engine`), for
+        the conversation of the last request."""
+        self._states: OrderedDict[str, SessionState] = OrderedDict()
         self._lock = threading.Lock()
         self._closed = False
 
@@ -83,9 +100,11 @@ class Session(Closing):
         ones are new objects.
 
         Safe to call from several threads: calls are taken one at a time, and each gets the
-        output a session of its own would give. A session remembers one conversation, so
-        threads that interleave different conversations on one session each pay a fresh run;
-        keep a session per conversation (the integrations do).
+        output a session of its own would give. A session keeps the state of up to
+        :attr:`conversations_kept` conversations, told apart by their first message, so an
+        integration object that serves several conversations at once prepares each
+        incrementally (conversations that begin with the same message share one state, which
+        stays correct but redoes more work).
         """
         with self._lock:
             self._check_open()
@@ -100,7 +119,7 @@ class Session(Closing):
     def _prepare(self, messages: Sequence[Any], format: str | Format) -> Prepared:
         if not isinstance(messages, (list, tuple)):
             raise FormatError(f"a history is a list of messages, got {type(messages).__name__}")
-        state = self.state
+        state = self._state_for(messages)
         same = common_prefix(state.last, messages)
         # what a failed request read is forgotten: the next one is compared with nothing
         state.last = []
@@ -116,6 +135,22 @@ class Session(Closing):
             state.memo.end_run()
         state.last = list(messages)
         return prepared
+
+    def _state_for(self, messages: Sequence[Any]) -> SessionState:
+        """The state of the conversation ``messages`` continues (found by its first message),
+        made :attr:`state`; a new one when none is kept (the least recently used goes)."""
+        current = self.state
+        if not messages or (current.last and current.last[0] is messages[0]):
+            return current
+        key = _conversation_key(messages[0])
+        state = self._states.pop(key, None)
+        if state is None:
+            state = SessionState()
+            while len(self._states) >= self.conversations_kept:
+                self._states.popitem(last=False)
+        self._states[key] = state
+        self.state = state
+        return state
 
     def _format(self, messages: Sequence[Any], format: str | Format, same: int) -> Format:
         """The format to use, looking only at what is new since the last request.
