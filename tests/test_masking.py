@@ -174,3 +174,13 @@ def test_a_failing_store_never_shows_its_password(
     gone = run_cli("store", "stats", "--store", url)
     assert gone.returncode == 2 and "cannot reach" in gone.stderr
     assert_masked(gone.stderr)
+
+
+def test_a_config_never_shows_a_store_password() -> None:
+    """``repr(Config)`` (what a log line or a traceback shows) leaves store URLs out."""
+    import toolkeep
+
+    config = toolkeep.Config(
+        store_url="redis://user:hunter2@host:6379/0", caller_store_url="redis://:s3cret@h/1"
+    )
+    assert "hunter2" not in repr(config) and "s3cret" not in repr(config)

@@ -159,7 +159,7 @@ class Config:
     economy: Economy = field(default_factory=lambda: Economy())
     """The cost model, tiers and levers of ``policy="economy"``."""
     # SPEC 7: archive and recall
-    store_url: str | None = None
+    store_url: str | None = field(default=None, repr=False)
     """Where originals are archived (``toolkeep.stores.open_store``); ``None``: the workspace."""
     store_max_bytes: int | None = None
     store_ttl_seconds: float | None = None
@@ -168,7 +168,7 @@ class Config:
     recall_page_chars: int = 16_000
     """Most chars one recall answer holds (also kept under ``max_result_chars`` and the cap)."""
     recall_tools: frozenset[str] = frozenset({"recall", "read_result"})
-    caller_store_url: str | None = None
+    caller_store_url: str | None = field(default=None, repr=False)
     """Where a session keeps the originals of what it shortens into the caller's own history
     (``Session.cap_result``, ``ToolLoop``) when its own store does not outlive it (the default:
     an archive in a private workspace removed on close). ``None``: the per-user archive
