@@ -35,7 +35,8 @@ def _conversation_key(first: Any) -> str:
     try:
         text = json.dumps(first, sort_keys=True, default=repr, ensure_ascii=False)
     except (TypeError, ValueError, RecursionError):  # keys that do not sort, nesting too deep
-        text = repr(first)
+        # the object itself, then: a state found by it is as correct, only less often found
+        text = f"{type(first).__qualname__} at {id(first):x}"
     return archive_key(text)
 
 
