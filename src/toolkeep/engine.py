@@ -156,6 +156,8 @@ class SessionState:
     """Per block: the report's counters summed up to it."""
     cum_repairs: list[int] = field(default_factory=list)
     repairs: list[Any] = field(default_factory=list)
+    cum_cuts: list[int] = field(default_factory=list)
+    cuts: list[Any] = field(default_factory=list)
     seen: set[str] = field(default_factory=set)
     first_failed: int = 0
     """The first block whose output could not be saved (it runs again)."""
@@ -374,6 +376,7 @@ class _Engine:
                     chars_before=staged.chars_before,
                     chars_after=_result_chars(rendered),
                     save_errors=[*staged.save_errors, *report.save_errors],
+                    cuts=[*staged.cuts, *report.cuts],
                 ),
             )
             first = min(first, j)
@@ -495,24 +498,35 @@ class _Engine:
         state = self.state
         changed = blocks[first_changed:]
         out_end = state.out_starts[first_changed] if first_changed < len(state.out_starts) else len(state.out)
-        for kept in (state.out_starts, state.cum, state.cum_repairs, state.ends, state.cum_calls):
+        for kept in (
+            state.out_starts,
+            state.cum,
+            state.cum_repairs,
+            state.cum_cuts,
+            state.ends,
+            state.cum_calls,
+        ):
             del kept[first_changed:]
         del state.out[out_end:]
         del state.repairs[state.cum_repairs[-1] if state.cum_repairs else 0 :]
+        del state.cuts[state.cum_cuts[-1] if state.cum_cuts else 0 :]
         totals = list(state.cum[-1]) if state.cum else [0] * len(_COUNTERS)
         calls = state.cum_calls[-1] if state.cum_calls else 0
         for b in changed:
             state.out_starts.append(len(state.out))
             state.out.extend(b.messages)
             state.repairs.extend(b.report.repairs)
+            state.cuts.extend(b.report.cuts)
             for n, name in enumerate(_COUNTERS):
                 totals[n] += getattr(b.report, name)
             state.cum.append(tuple(totals))
             state.cum_repairs.append(len(state.repairs))
+            state.cum_cuts.append(len(state.cuts))
             state.ends.append(b.end)
             calls += b.calls
             state.cum_calls.append(calls)
         report.repairs = list(state.repairs)
+        report.cuts = list(state.cuts)
         for n, name in enumerate(_COUNTERS):
             setattr(report, name, totals[n])
         report.save_errors = [e for b in changed for e in b.report.save_errors]

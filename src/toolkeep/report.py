@@ -6,7 +6,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["REPAIR_KINDS", "Repair", "Report"]
+__all__ = ["CUT_KINDS", "REPAIR_KINDS", "Cut", "Repair", "Report"]
 
 REPAIR_KINDS = (
     "synthetic",
@@ -31,6 +31,23 @@ class Repair:
     detail: str = ""
 
 
+CUT_KINDS = ("capped", "persisted", "truncated", "summarized")
+"""Kinds of cut: a per-tool cap, a budget preview (persisted), head+tail, summary."""
+
+
+@dataclass(frozen=True, slots=True)
+class Cut:
+    """One result shortened: how, its call id, the input message index, its size before and
+    after (chars) and the archive key of its original (``None`` when nothing was archived)."""
+
+    kind: str
+    id: str
+    index: int
+    chars_before: int
+    chars_after: int
+    key: str | None
+
+
 @dataclass(slots=True)
 class Report:
     """Counts and details of one ``prepare`` run. ``chars`` count tool-result text only."""
@@ -46,6 +63,14 @@ class Report:
     chars_before: int = 0
     chars_after: int = 0
     save_errors: list[str] = field(default_factory=list)
+    cuts: list[Cut] = field(default_factory=list)
+    """Every cut counted in ``capped``, ``persisted``, ``truncated`` and ``summarized``."""
+
+    def add_cut(self, kind: str, part: Any, index: int, before: str) -> None:
+        """Count one cut of ``kind`` (one of :data:`CUT_KINDS`): ``part`` is the shortened
+        result (a ``ToolResultPart``), ``before`` its text before the cut."""
+        setattr(self, kind, getattr(self, kind) + 1)
+        self.cuts.append(Cut(kind, part.call_id, index, len(before), len(part.text), part.key))
 
     def add_repair(self, kind: str, call_id: str, index: int, detail: str = "") -> None:
         self.repairs.append(Repair(kind, call_id, index, detail))

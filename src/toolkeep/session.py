@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import threading
 from collections import OrderedDict
@@ -28,6 +29,39 @@ from .userdirs import user_store_url
 from .workspace import Workspace
 
 __all__ = ["Session"]
+
+
+_log = logging.getLogger("toolkeep")
+
+
+def _log_report(report: Report, messages: int) -> None:
+    """What one ``prepare`` did, on the ``toolkeep`` logger: a DEBUG record per repair and per
+    cut (``extra``: ``kind``, ``id``, ``index``, and for a cut ``chars_before``,
+    ``chars_after``, ``key``), and an INFO summary when anything changed. A save that failed
+    was logged as a WARNING where it failed."""
+    if _log.isEnabledFor(logging.DEBUG):
+        for r in report.repairs:
+            _log.debug(
+                "toolkeep: repair %s of %r at message %d",
+                r.kind, r.id, r.index,
+                extra={"kind": r.kind, "id": r.id, "index": r.index},
+            )  # fmt: skip
+        for c in report.cuts:
+            _log.debug(
+                "toolkeep: %s %r at message %d: %d -> %d chars",
+                c.kind, c.id, c.index, c.chars_before, c.chars_after,
+                extra={"kind": c.kind, "id": c.id, "index": c.index, "chars_before": c.chars_before,
+                       "chars_after": c.chars_after, "key": c.key},
+            )  # fmt: skip
+    if report.changed and _log.isEnabledFor(logging.INFO):
+        _log.info(
+            "toolkeep: prepared %d %s messages: %d repairs; %d capped, %d persisted, %d truncated, "
+            "%d summarized; tool results %d -> %d chars",
+            messages, report.format, len(report.repairs), report.capped, report.persisted,
+            report.truncated, report.summarized, report.chars_before, report.chars_after,
+            extra={"repairs": len(report.repairs), "chars_before": report.chars_before,
+                   "chars_after": report.chars_after},
+        )  # fmt: skip
 
 
 def _conversation_key(first: Any) -> str:
@@ -135,6 +169,7 @@ class Session(Closing):
         finally:
             state.memo.end_run()
         state.last = list(messages)
+        _log_report(prepared.report, len(messages))
         return prepared
 
     def _state_for(self, messages: Sequence[Any]) -> SessionState:

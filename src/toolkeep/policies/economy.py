@@ -198,11 +198,11 @@ class EconomyPlan:
             if isinstance(current, ToolResultPart):
                 if form == current.text:
                     continue
-                new: Part = current.with_text(form, key=item.obj.key)  # type: ignore[union-attr]
-                if tier >= 2:
-                    ctx.report.summarized += 1
-                elif tier == 1:
-                    ctx.report.truncated += 1
+                cut = current.with_text(form, key=item.obj.key)  # type: ignore[union-attr]
+                if tier >= 1:
+                    kind = "summarized" if tier >= 2 else "truncated"
+                    ctx.report.add_cut(kind, cut, ctx.index_offset + item.message - start, current.text)
+                new: Part = cut
             elif isinstance(current, ToolCallPart):
                 new = current.with_arguments(form)
             else:

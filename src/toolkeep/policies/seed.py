@@ -83,10 +83,8 @@ class SeedMicrocompactor(Step):
             if new is None:
                 continue
             updates[(slot.message, slot.part)] = new
-            if new.text.startswith("[Old tool result cleared"):
-                ctx.report.summarized += 1
-            else:
-                ctx.report.truncated += 1
+            kind = "summarized" if new.text.startswith("[Old tool result cleared") else "truncated"
+            ctx.report.add_cut(kind, new, ctx.index_offset + slot.message, p.text)
         return replace_results(history, updates, ctx.memo)
 
     def _cut(self, p: ToolResultPart, age: int, ctx: StepContext) -> ToolResultPart | None:

@@ -58,8 +58,8 @@ class ResultBudget(Step):
             if len(p.text) > self.max_result_chars:
                 new = self.memo_preview(p, ctx)
                 if new is not None:
+                    ctx.report.add_cut("persisted", new, ctx.index_offset + slot.message, p.text)
                     updates[(slot.message, slot.part)] = p = new
-                    ctx.report.persisted += 1
             totals[slot.block] += len(p.text)
         for block, slots in turns.items():
             if totals[block] > self.turn_budget_chars:  # most turns fit: no sorting for them
@@ -87,7 +87,7 @@ class ResultBudget(Step):
             if new is None or new.text == before.text:
                 continue
             updates[(slot.message, slot.part)] = new
-            ctx.report.persisted += 1
+            ctx.report.add_cut("persisted", new, ctx.index_offset + slot.message, before.text)
             total -= len(before.text) - len(new.text)
             if total <= self.turn_budget_chars:
                 return

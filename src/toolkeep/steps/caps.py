@@ -64,5 +64,5 @@ class ToolCaps(Step):
             new = ctx.remembered("caps", p, self.cut, p, ctx)
             if new is not None:
                 updates[(slot.message, slot.part)] = new
-                ctx.report.capped += 1
+                ctx.report.add_cut("capped", new, ctx.index_offset + slot.message, p.text)
         return replace_results(history, updates, ctx.memo)

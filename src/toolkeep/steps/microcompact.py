@@ -126,8 +126,6 @@ class Microcompactor(Step):
                 ctx.report.preserved += self.preserved(p)
                 continue
             updates[(slot.message, slot.part)] = new
-            if slot.age >= self.summarize_turns:
-                ctx.report.summarized += 1
-            else:
-                ctx.report.truncated += 1
+            kind = "summarized" if slot.age >= self.summarize_turns else "truncated"
+            ctx.report.add_cut(kind, new, ctx.index_offset + slot.message, p.text)
         return replace_results(history, updates, ctx.memo)
