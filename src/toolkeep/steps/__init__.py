@@ -1,4 +1,4 @@
-"""The pipeline's steps, each a callable ``(history, context) -> history`` (see :data:`Step`)."""
+"""The pipeline's steps: each a :class:`Step`, called ``step(history, context) -> history``."""
 
 from __future__ import annotations
 
