@@ -387,8 +387,10 @@ class TestValidators:
         assert rules(messages, "openai-chat") == expected
 
 
-def test_empty_assistant_between_turns_is_dropped_and_output_is_valid() -> None:
-    """An assistant message with no content mid-history is dropped (providers reject it); a final one stays."""
+def test_empty_assistant_messages_are_dropped_wherever_they_sit() -> None:
+    """An assistant message with no content goes, mid-history as last (Anthropic takes it last,
+    where it prefills nothing; every other provider refuses it there too): one rule of the
+    message alone, so a second run drops nothing more."""
     history = [
         {"role": "user", "content": "go"},
         {"role": "assistant", "content": []},
@@ -396,11 +398,34 @@ def test_empty_assistant_between_turns_is_dropped_and_output_is_valid() -> None:
         {"role": "assistant", "content": []},
     ]
     out, report = toolkeep.run_pipeline(history, format="anthropic")
-    assert out == [history[0], history[2], history[3]]
-    assert report.repair_counts()["empty_assistant_dropped"] == 1
+    assert out == [history[0], history[2]]
+    assert report.repair_counts()["empty_assistant_dropped"] == 2
     assert toolkeep.validate(out, "anthropic") == []
     with toolkeep.Session() as session:
         assert session.prepare(history)[0] == out
+
+
+def test_openai_chat_two_empty_assistants_go_in_one_run() -> None:
+    """``[user, assistant(null), assistant(null), tool(orphan), user]`` lost one empty message per
+    run (the first, followed by nothing in its own block, was kept): both go at once now, and
+    preparing the output again changes nothing."""
+    history = [
+        oa_user("go"),
+        oa_assistant(),
+        oa_assistant(),
+        oa_tool("gone"),
+        oa_user("more"),
+    ]
+    assert [v.rule for v in toolkeep.validate(history, "openai-chat")] == [
+        "empty_content",
+        "empty_content",
+        "orphan_result",
+    ]
+    out, report = toolkeep.run_pipeline(history, format="openai-chat")
+    assert out == [history[0], history[4]]
+    assert counts(report) == {"empty_assistant_dropped": 2, "orphans_removed": 1}
+    again, report = toolkeep.run_pipeline(out, format="openai-chat")
+    assert again == out and report.repairs == []
 
 
 @pytest.mark.parametrize(

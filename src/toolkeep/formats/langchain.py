@@ -124,6 +124,9 @@ class LangChainFormat(Format):
         elif isinstance(content, list) and content:
             parts.append(OpaquePart(content))
         if role == "assistant":
+            invalid = _get(data, "invalid_tool_calls")
+            if invalid:  # calls the model sent cut short or malformed: the message is not empty
+                parts.append(OpaquePart(invalid))
             calls = _get(data, "tool_calls") or ()
             if not isinstance(calls, (list, tuple)):
                 raise FormatError(
@@ -216,7 +219,19 @@ class LangChainFormat(Format):
         return results_as_tool_messages(results, rest)
 
     def validate(self, history: History) -> list[Violation]:
-        return check_tool_messages(history, _RULES)
+        out = check_tool_messages(history, _RULES)
+        out.extend(
+            Violation(
+                i,
+                None,
+                "empty_content",
+                f"AIMessage at messages[{i}] has no content and no tool calls: providers refuse an empty "
+                "assistant message (Anthropic but as the last message).",
+            )
+            for i, m in enumerate(history)
+            if m.role == "assistant" and not m.parts
+        )
+        return sorted(out, key=lambda v: v.index)
 
     def tool_definitions(self, specs: Sequence[ToolSpec]) -> list[Any]:
         """OpenAI-style dicts, as ``bind_tools`` takes them."""

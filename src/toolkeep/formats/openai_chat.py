@@ -106,6 +106,8 @@ class OpenAIChatFormat(Format):
         elif isinstance(content, list) and content:
             parts.append(OpaquePart(content))
         if role == "assistant":
+            # what else an assistant message can carry instead of content: it is not empty
+            parts.extend(OpaquePart(m[key]) for key in _OTHER_OUTPUT if m.get(key))
             calls = m.get("tool_calls")
             if calls is not None and not isinstance(calls, list):
                 raise FormatError("tool_calls must be a list", index=index, field="tool_calls")
@@ -165,7 +167,12 @@ class OpenAIChatFormat(Format):
         return [*packed, *rest]
 
     def validate(self, history: History) -> list[Violation]:
-        return check_tool_messages(history, _RULES, _ID_RULE)
+        out = check_tool_messages(history, _RULES, _ID_RULE)
+        empty = [
+            _empty_assistant(i, m) for i, m in enumerate(history) if m.role == "assistant" and not m.parts
+        ]
+        out.extend(v for v in empty if v is not None)
+        return sorted(out, key=lambda v: v.index)
 
     def tool_definitions(self, specs: Sequence[ToolSpec]) -> list[Any]:
         return function_tools(specs)
@@ -214,6 +221,27 @@ _RULES = ToolMessageRules(
         f"'tool_calls'. (messages[{i}], tool_call_id {c!r})"
     ),
 )
+
+
+_OTHER_OUTPUT = ("refusal", "audio", "function_call")
+"""Keys of an assistant message that hold what the model gave instead of content (a refusal, a
+spoken answer's id, a legacy function call): the message is not empty when one is set."""
+
+
+def _empty_assistant(i: int, m: Message) -> Violation | None:
+    """The 400 an assistant message with nothing in it gets: content ``null`` (or none) or ``[]``
+    and no calls. An empty string is accepted."""
+    content = m.raw.get("content") if isinstance(m.raw, Mapping) else None
+    if content is None:
+        message = f"Invalid value for 'messages[{i}].content': expected a string, got null."
+    elif content == []:
+        message = (
+            f"Invalid 'messages[{i}].content': empty array. Expected an array with minimum length 1, "
+            "but got an empty array instead."
+        )
+    else:
+        return None
+    return Violation(i, None, "empty_content", message)
 
 
 def _replace_text(content: Any, text: str) -> Any:

@@ -85,7 +85,7 @@ class _RepairPairing(FunctionStep):
     """Pairing repair as a step: it may drop an assistant message, and says which."""
 
     def keeps_turn(self, message: Message, followed: bool, ctx: StepContext) -> bool:
-        return survives_pruning(message, followed, ctx.format)
+        return survives_pruning(message, ctx.format)
 
 
 repair_pairing: Step = _RepairPairing(_repair_pairing, local=True)
@@ -145,9 +145,7 @@ def _prune_calls(
         seen.add(call.id)
         kept.append(call)
         calls.append((call, p.id))
-    if not survives_pruning(m, bool(block.rest), ctx.format):
-        # an empty assistant turn between others: providers reject it (Anthropic: "all messages
-        # must have non-empty content except for the optional final assistant message")
+    if not survives_pruning(m, ctx.format):
         report.add_repair(
             "empty_assistant_dropped", "", i, "" if m.parts else "assistant message with no content"
         )
@@ -155,14 +153,16 @@ def _prune_calls(
     return (m, calls) if not changed else (m.with_parts(kept), calls)
 
 
-def survives_pruning(m: Message, followed: bool, fmt: Format) -> bool:
-    """True when pairing keeps assistant message ``m`` (``followed``: other messages of its block
-    come after it): pairing decides by it, and the engine, which ages results by it, asks it
-    before running a block (:meth:`Step.keeps_turn`). ``m`` goes when it is empty and followed,
-    or when nothing but results, calls pairing prunes (no id, no name) and text the provider
-    refuses is in it; the first part it keeps decides."""
-    if not m.parts:
-        return not followed
+def survives_pruning(m: Message, fmt: Format) -> bool:
+    """True when pairing keeps assistant message ``m``: pairing decides by it, and the engine,
+    which ages results by it, asks it before running a block (:meth:`Step.keeps_turn`).
+
+    ``m`` goes when it holds nothing but results, calls pairing prunes (no id, no name) and text
+    the provider refuses, and when it holds nothing at all: the ``content: []`` or ``null`` an
+    interrupted stream leaves, which every provider refuses (Anthropic takes it last only, where
+    it prefills nothing). The first part it keeps decides. A rule of the message alone: where it
+    sits (last, or followed by another assistant message) decides nothing, so what one
+    ``prepare`` keeps the next keeps too (two empty messages in a row used to go one per run)."""
     for p in m.parts:
         if isinstance(p, ToolResultPart) or _refused_text(p, fmt):
             continue
