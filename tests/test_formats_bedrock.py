@@ -7,6 +7,7 @@ from typing import Any
 
 import toolkeep
 from toolkeep.formats._base import CONTINUE_TEXT
+from toolkeep.formats.bedrock import FILLER_MESSAGE
 from toolkeep.steps.pairing import MISSING_RESULT_TEXT
 
 FMT = "bedrock"
@@ -82,9 +83,11 @@ class TestRepair:
         out, _ = prepared(messages, tmp_path)
         assert out[2] == msg("user", result("t1", {"text": MISSING_RESULT_TEXT}, status="error"))
 
-    def test_interposed_text_goes_inside_the_last_result(self, tmp_path: Path) -> None:
-        """A user's note between the calls and their results ends up inside the last toolResult,
-        so the results message holds no text and the roles still alternate."""
+    def test_interposed_text_stays_the_users_own_turn(self, tmp_path: Path) -> None:
+        """A user's note between the calls and their results comes after the results, in a user
+        turn of its own behind the filler assistant turn: the results stay as the tools gave
+        them, the note stays the user's words, roles alternate, and preparing again changes
+        nothing."""
         messages = [
             msg("user", "go"),
             msg("assistant", use("t1"), use("t2")),
@@ -92,9 +95,74 @@ class TestRepair:
             msg("user", result("t1"), result("t2")),
         ]
         out, report = prepared(messages, tmp_path)
-        assert out[2] == msg("user", result("t1"), result("t2", {"text": "ok"}, {"text": "hurry"}))
-        assert len(out) == 3 and toolkeep.validate(out, FMT) == []
+        assert out[2:] == [msg("user", result("t1"), result("t2")), FILLER_MESSAGE, msg("user", "hurry")]
+        assert toolkeep.validate(out, FMT) == []
         assert [r.kind for r in report.repairs] == ["relocated", "relocated"]
+        again, report = prepared(out, tmp_path)
+        assert again == out and report.repairs == []
+
+    def test_text_beside_results_gets_a_turn_of_its_own(self, tmp_path: Path) -> None:
+        """Converse refuses text beside toolResult blocks: the results go first as they came, the
+        user's words after the filler turn, in their order, images with them; the result's text
+        is unchanged (before, the words were folded into the last result's content)."""
+        image = {"image": {"format": "png", "source": {"bytes": "iVBORw0KGgo="}}}
+        messages = [
+            msg("user", "go"),
+            msg("assistant", use("t1")),
+            msg("user", result("t1", {"text": "out"}), "first note", image, "second note"),
+        ]
+        assert {(v.index, v.rule) for v in toolkeep.validate(messages, FMT)} == {(2, "text_beside_results")}
+        out, report = prepared(messages, tmp_path)
+        assert out[2:] == [
+            msg("user", result("t1", {"text": "out"})),
+            FILLER_MESSAGE,
+            msg("user", "first note", image, "second note"),
+        ]
+        assert toolkeep.validate(out, FMT) == [] and report.repairs == []
+        again, report = prepared(out, tmp_path)
+        assert again == out and report.repairs == []
+        assert all(a is b for a, b in zip(again, out, strict=True))  # the filler too is shared
+
+    def test_a_prepared_filler_is_no_turn(self, tmp_path: Path) -> None:
+        """The filler loads as a placeholder that no step counts as a turn: a result one turn from
+        truncation is not truncated when the prepared history is prepared again."""
+        config = toolkeep.Config(truncate_turns=1, summarize_turns=3, compact_min_chars=100)
+        big = "row\n" * 2_000
+        messages = [
+            msg("user", "go"),
+            msg("assistant", use("t1", "grep")),
+            msg("user", result("t1", {"text": big}), "and check the totals"),
+        ]
+        with toolkeep.Session(config, workspace=tmp_path / "ws") as session:
+            out, _ = session.prepare(messages, format=FMT)
+            again, report = session.prepare(out, format=FMT)
+        assert out[2]["content"][0]["toolResult"]["content"] == [{"text": big}]
+        assert again == out and report.truncated == 0
+        history = toolkeep.get_format(FMT).load(out)
+        assert [m.role for m in history] == ["user", "assistant", "user", "user", "user"]
+        assert history[3].parts == ()
+
+    def test_the_validator_reads_a_filler_as_the_assistant_turn_it_is(self) -> None:
+        """Between results and the user's text the filler keeps roles alternating; first, or
+        between two assistant turns, it breaks the rules Converse has."""
+        ok = [
+            msg("user", "go"),
+            msg("assistant", use("t1")),
+            msg("user", result("t1")),
+            FILLER_MESSAGE,
+            msg("user", "x"),
+        ]
+        assert toolkeep.validate(ok, FMT) == []
+        first = [FILLER_MESSAGE, msg("user", "go")]
+        assert [v.rule for v in toolkeep.validate(first, FMT)] == ["first_not_user"]
+        twice = [msg("user", "go"), FILLER_MESSAGE, msg("assistant", "hi")]
+        assert [(v.index, v.rule) for v in toolkeep.validate(twice, FMT)] == [(2, "roles_not_alternating")]
+
+    def test_a_filler_no_longer_needed_goes(self, tmp_path: Path) -> None:
+        """A filler with nothing to keep apart (the text after it was removed) is not sent."""
+        messages = [msg("user", "go"), msg("assistant", use("t1")), msg("user", result("t1")), FILLER_MESSAGE]
+        out, _ = prepared(messages, tmp_path)
+        assert out == messages[:3]
 
     def test_assistant_turns_left_side_by_side_get_a_continue_message(self, tmp_path: Path) -> None:
         """Dropping a user message that held only an orphan result puts a fixed user message

@@ -4,18 +4,28 @@ next user message.
 A content block is a one-key object (``{"text": ...}``, ``{"toolUse": {...}}``,
 ``{"toolResult": {...}}``, ``{"image": ...}``, ``{"cachePoint": ...}``, ...). Converse also wants
 the conversation to start with a user message and to alternate user/assistant, and it takes no
-text beside ``toolResult`` blocks in one message. Pairing repair can leave two messages of one role
-next to each other (a user message that held only orphan results is dropped; results moved back in
-front of an interposed user message), so :meth:`BedrockFormat.dump` keeps the rules itself:
+text beside ``toolResult`` blocks in one message ("Conversation blocks and tool result blocks
+cannot be provided in the same turn"). Pairing repair can leave two messages of one role next to
+each other (a user message that held only orphan results is dropped, an empty assistant message
+goes, results are moved back in front of an interposed user message), and a user's words often
+sit beside the results they answer, so :meth:`BedrockFormat.dump` keeps the rules itself:
 
 - consecutive user messages are merged into one;
+- the user's text in a message that holds ``toolResult`` blocks (a note typed while the tools
+  ran, a message that sat between a call and its result) goes to a user message of its own after
+  them, with the assistant turn :data:`FILLER_TEXT` between, the smallest turn Converse takes
+  there: it wants the roles to alternate and refuses an empty or blank assistant message. The
+  user's words stay the user's, in order, and the results stay as the tools gave them; other
+  blocks (images, ``cachePoint``) beside the results stay where they are. LiteLLM's
+  ``modify_params`` does the same with its own filler. The filler is recognised on the next
+  load: it loads as an empty user-side message that no step counts as a turn (so ages, and the
+  output, do not change when a prepared history is prepared again), which the dump leaves out
+  and puts back wherever Converse still needs it. Nothing else in a history is that exact
+  message, unless a model answered exactly :data:`FILLER_TEXT`;
 - two assistant messages side by side get the user message ``(continue)`` between them (and a
   history that would start with an assistant message gets it first). Merging them instead would
   make every older result one turn younger on the next ``prepare``, and so break idempotence at
-  the microcompaction boundaries; a fixed user turn keeps the turn count and the bytes stable;
-- in a user message that holds ``toolResult`` blocks, its text blocks (say, a user's note that
-  sat between a call and its result) go *inside* the last ``toolResult``'s content, after its
-  own, where Converse allows text; other blocks (images, ``cachePoint``) stay where they are.
+  the microcompaction boundaries; a fixed user turn keeps the turn count and the bytes stable.
 
 Nothing is lost, no call or result is invented, and a history that was valid has no such pair, so
 it comes back unchanged.
@@ -49,10 +59,16 @@ from ._base import (
     object_chars,
 )
 
-__all__ = ["CONTINUE_MESSAGE", "BedrockFormat"]
+__all__ = ["CONTINUE_MESSAGE", "FILLER_MESSAGE", "FILLER_TEXT", "BedrockFormat"]
 
 _ROLES = ("user", "assistant")
 CONTINUE_MESSAGE: dict[str, Any] = {"role": "user", "content": [{"text": CONTINUE_TEXT}]}
+FILLER_TEXT = "(tool results received)"
+"""The text of the assistant turn the dump puts between a user message of ``toolResult`` blocks
+and the user's text that came with them (see the module docstring)."""
+FILLER_MESSAGE: dict[str, Any] = {"role": "assistant", "content": [{"text": FILLER_TEXT}]}
+_FILLER = "bedrock.filler"
+"""``meta`` key of the neutral message a filler turn loads as."""
 _DISTINCT = {"toolUse", "toolResult", "cachePoint", "reasoningContent", "guardContent", "citationsContent"}
 
 
@@ -121,6 +137,8 @@ class BedrockFormat(Format):
         content = m.get("content")
         if not isinstance(content, list):
             raise FormatError("content must be a list of content blocks", index=index, field="content")
+        if role == "assistant" and content == FILLER_MESSAGE["content"]:
+            return Message("user", (), raw=m, meta={_FILLER: True})  # no turn: see the docstring
         parts: list[Part] = []
         for j, value in enumerate(content):
             block = expect_mapping(value, index, f"content[{j}]")
@@ -132,7 +150,7 @@ class BedrockFormat(Format):
                     )
                 )
             elif isinstance(result, Mapping):
-                if not isinstance(result.get("content") or [], list):  # _fold extends it
+                if not isinstance(result.get("content") or [], list):  # a shortened text goes in it
                     raise FormatError(
                         f"toolResult content must be a list of blocks, got {type(result['content']).__name__}",
                         index=index,
@@ -154,18 +172,27 @@ class BedrockFormat(Format):
 
     def dump(self, history: History) -> list[Any]:
         out: list[Any] = []
-        roles: list[str] = []
+        run: list[Any] = []  # consecutive user messages, sent as one turn (or split, see _user_turns)
+        filler: Any = None  # a filler the run held: given back where one is still needed
+        last = ""  # the role of the last message in out
         for m in history:
-            msg = m.raw if not m.dirty else {**(m.raw or {}), "role": m.role, "content": self._blocks(m)}
-            if m.role == "user" and roles and roles[-1] == "user":
-                out[-1] = _merge(out[-1], msg)
+            if m.meta.get(_FILLER):
+                filler = filler or m.raw  # put back below wherever it is still needed
                 continue
-            if m.role == "assistant" and (not roles or roles[-1] == "assistant"):
+            msg = m.raw if not m.dirty else {**(m.raw or {}), "role": m.role, "content": self._blocks(m)}
+            if m.role == "user":
+                run.append(msg)
+                continue
+            if run:
+                out.extend(_user_turns(run, filler))
+                run, last = [], "user"
+            filler = None
+            if last != "user":
                 out.append(copy.deepcopy(CONTINUE_MESSAGE))
-                roles.append("user")
             out.append(msg)
-            roles.append(m.role)
-        return [_fold(x) if r == "user" else x for x, r in zip(out, roles, strict=True)]
+            last = m.role
+        out.extend(_user_turns(run, filler))
+        return out
 
     def _blocks(self, m: Message) -> list[Any]:
         return [self._dump_part(p) for p in m.parts]
@@ -211,7 +238,8 @@ class BedrockFormat(Format):
         out: list[Violation] = []
         seen: set[str] = set()
         for i, m in enumerate(history):
-            if i == 0 and m.role != "user":
+            role = _turn(m)
+            if i == 0 and role != "user":
                 out.append(
                     Violation(
                         i,
@@ -220,7 +248,7 @@ class BedrockFormat(Format):
                         "A conversation must start with a user message. Try again with a conversation that starts with a user message.",
                     )
                 )
-            if i > 0 and history[i - 1].role == m.role:
+            if i > 0 and _turn(history[i - 1]) == role:
                 out.append(
                     Violation(
                         i,
@@ -229,6 +257,8 @@ class BedrockFormat(Format):
                         f"messages.{i}: A conversation must alternate between user and assistant roles. Make sure the conversation alternates between user and assistant roles and try again.",
                     )
                 )
+            if m.meta.get(_FILLER):
+                continue  # a turn of its own text, nothing else in it
             if not m.parts:
                 out.append(
                     Violation(
@@ -378,42 +408,60 @@ class BedrockFormat(Format):
         )
 
 
-def _merge(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, Any]:
-    return {**a, "content": [*(a.get("content") or ()), *(b.get("content") or ())]}
+def _turn(m: Message) -> str:
+    """The role Converse sees for a loaded message (a filler loads as a user-side placeholder)."""
+    return "assistant" if m.meta.get(_FILLER) else m.role
 
 
-def _fold(msg: Any) -> Any:
-    """A user message with text beside its toolResults, the text moved into the last result."""
+def _merged(messages: list[Any]) -> Any:
+    """One user message holding the blocks of ``messages`` in order (the first as it is when
+    alone)."""
+    if len(messages) == 1:
+        return messages[0]
+    return {**messages[0], "content": [b for msg in messages for b in _content(msg)]}
+
+
+def _user_turns(run: list[Any], filler: Any = None) -> list[Any]:
+    """The user messages Converse takes for consecutive user messages ``run``: one message, or,
+    when text would sit beside ``toolResult`` blocks, the results (and the blocks that were with
+    them), the filler turn (``filler``, the one the input had there, else a new
+    :data:`FILLER_MESSAGE`), and the rest: the text blocks, each block that followed one after
+    the last result, and the messages after the results, in order."""
+    if not run:
+        return []
+    last = max((k for k, msg in enumerate(run) if any(map(_is_result, _content(msg)))), default=-1)
+    head, tail = _merged(run[: last + 1]) if last >= 0 else None, run[last + 1 :]
+    blocks = _content(head) if head is not None else []
+    if head is None or not (
+        any(map(_is_text, blocks)) or any(_is_text(b) for m in tail for b in _content(m))
+    ):
+        return [_merged(run)]
+    cut = max(k for k, b in enumerate(blocks) if _is_result(b))
+    keep: list[Any] = []
+    moved: list[Any] = []
+    for k, b in enumerate(blocks):
+        (moved if _is_text(b) or (k > cut and moved) else keep).append(b)
+    if moved:
+        head = {**head, "content": keep}
+        tail = [{"role": "user", "content": moved}, *tail]
+    return [head, filler if filler is not None else copy.deepcopy(FILLER_MESSAGE), _merged(tail)]
+
+
+def _content(msg: Any) -> list[Any]:
     content = msg.get("content") if isinstance(msg, Mapping) else None
-    if not isinstance(content, list):
-        return msg
-    last = max(
-        (
-            k
-            for k, b in enumerate(content)
-            if isinstance(b, Mapping) and isinstance(b.get("toolResult"), Mapping)
-        ),
-        default=-1,
-    )
-    if last < 0:
-        return msg
-    loose = [k for k, b in enumerate(content) if isinstance(b, Mapping) and _is_text(b)]
-    if not loose:
-        return msg
-    result = dict(content[last]["toolResult"])
-    result["content"] = [*(result.get("content") or ()), *(content[k] for k in loose)]
-    blocks = [
-        {**b, "toolResult": result} if k == last else b for k, b in enumerate(content) if k not in loose
-    ]
-    return {**msg, "content": blocks}
+    return content if isinstance(content, list) else []
+
+
+def _is_result(block: Any) -> bool:
+    return isinstance(block, Mapping) and isinstance(block.get("toolResult"), Mapping)
+
+
+def _is_text(block: Any) -> bool:
+    return isinstance(block, Mapping) and isinstance(block.get("text"), str) and len(block) == 1
 
 
 def _is_output(block: Mapping[str, Any]) -> bool:
     return isinstance(block.get("text"), str) or "json" in block
-
-
-def _is_text(block: Mapping[str, Any]) -> bool:
-    return isinstance(block.get("text"), str) and len(block) == 1
 
 
 def _str(value: Any) -> str:
