@@ -11,13 +11,23 @@ Ids: a call carries an ``id`` on some backends and not on others. Without one, a
 call of its name in the turn before it, the order the API itself matches them in.
 
 The result text is ``response["output"]`` (or ``response["error"]``, an error), or the whole
-``response`` as JSON when it has neither: the SDK's documented convention.
+``response`` as JSON when it has neither: the SDK's documented convention. A response's other
+fields (``parts`` of a multimodal response, keys beside ``output``) are kept as they are when its
+text is shortened.
+
+A ``model`` turn with no parts (an interrupted stream) is refused ("contents.parts must not be
+empty") and pairing drops it, as every empty assistant message. The user turns it stood between
+would then sit side by side, which Gemini refuses on models that want user and model turns to
+alternate ("Please ensure that multiturn requests alternate between user and model"), so the dump
+joins them into one turn, parts in order. Turns that came side by side are left as they are (a
+history that was valid comes back unchanged).
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from ..exceptions import FormatError
@@ -100,10 +110,15 @@ class GeminiFormat(Format):
     def load(self, messages: Sequence[Any]) -> History:
         out: History = []
         last_calls: list[ToolCallPart] = []
+        after_empty = False  # the last turn was a model turn with no parts
         for i, raw in enumerate(messages):
             m = self._load_message(i, raw, last_calls)
             if m.role == "assistant":
                 last_calls = list(m.calls)
+                after_empty = not m.parts
+            elif after_empty:
+                m = replace(m, meta={**m.meta, _JOINS: True})
+                after_empty = False
             out.append(m)
         return out
 
@@ -139,7 +154,14 @@ class GeminiFormat(Format):
 
     def dump(self, history: History) -> list[Any]:
         snake = any(m.dirty for m in history) and any(_snake(m) for m in history)
-        return [m.raw if not m.dirty else self._dump_message(m, snake) for m in history]
+        out: list[Any] = []
+        for m in history:
+            content = m.raw if not m.dirty else self._dump_message(m, snake)
+            if m.meta.get(_JOINS) and out and _user_side(out[-1]) and _user_side(content):
+                out[-1] = {**out[-1], "parts": [*out[-1]["parts"], *content["parts"]]}
+            else:
+                out.append(content)
+        return out
 
     def _dump_message(self, m: Message, snake: bool) -> dict[str, Any]:
         role = "model" if m.role == "assistant" else "user"
@@ -307,6 +329,17 @@ class GeminiFormat(Format):
         base = m.raw if isinstance(m.raw, Mapping) else {"role": "model" if m.role == "assistant" else "user"}
         snake = _snake(m)
         return object_chars(base, {"parts": list_chars(_part_chars(p, snake) for p in m.parts)})
+
+
+_JOINS = "joins_user_turn"
+"""``meta`` key of a user turn that came right after a model turn with no parts: pairing drops
+that turn (every empty assistant message goes), and the dump joins this user turn to the user
+turn before it rather than send two user turns side by side."""
+
+
+def _user_side(content: Any) -> bool:
+    """True for a ``Content`` dict of the user side (``user``, the old ``function`` role, or none)."""
+    return isinstance(content, Mapping) and content.get("role", "user") != "model"
 
 
 def _nameless_id(name: str, seen: dict[str, int]) -> str:
