@@ -29,6 +29,11 @@ sit beside the results they answer, so :meth:`BedrockFormat.dump` keeps the rule
 
 Nothing is lost, no call or result is invented, and a history that was valid has no such pair, so
 it comes back unchanged.
+
+A ``toolResult``'s text is its text blocks joined by newlines (as Anthropic joins a result's text
+blocks), or, for a result of ``json`` blocks only, their JSON: one original per result, archived
+and recalled whole. A shortened result's text takes the first such block's place; its other
+blocks (images, documents, ``json`` beside text) are kept as they are.
 """
 
 from __future__ import annotations
@@ -73,18 +78,13 @@ _DISTINCT = {"toolUse", "toolResult", "cachePoint", "reasoningContent", "guardCo
 
 
 def result_text(content: Any) -> str:
-    """The text of a ``toolResult``: its first text block, or its first json block as JSON.
-
-    Only the first: later blocks may be a user's note that :meth:`BedrockFormat.dump` moved in
-    beside the output, and they must come back untouched when the output is shortened.
-    """
-    for b in content if isinstance(content, list) else ():
-        text = b.get("text") if isinstance(b, Mapping) else None
-        if isinstance(text, str):
-            return text
-        if isinstance(b, Mapping) and "json" in b:
-            return json.dumps(b["json"], ensure_ascii=False)
-    return ""
+    """The text of a ``toolResult``: its text blocks joined by newlines, or, when it has none,
+    its ``json`` blocks as JSON (joined the same way); ``""`` for neither."""
+    blocks = [b for b in content if isinstance(b, Mapping)] if isinstance(content, list) else []
+    texts = [b["text"] for b in blocks if isinstance(b.get("text"), str)]
+    if texts:
+        return "\n".join(texts)
+    return "\n".join(json.dumps(b["json"], ensure_ascii=False) for b in blocks if "json" in b)
 
 
 _ID_RULE = CallIdRule(
@@ -219,14 +219,8 @@ class BedrockFormat(Format):
             return p.raw
         old = p.raw.get("toolResult") if isinstance(p.raw, Mapping) else None
         body = dict(old) if isinstance(old, Mapping) else {}
-        blocks = list(body.get("content") or ())
-        first = next((k for k, b in enumerate(blocks) if isinstance(b, Mapping) and _is_output(b)), None)
-        if first is None:
-            blocks.insert(0, {"text": p.text})
-        else:
-            blocks[first] = {"text": p.text}
         body["toolUseId"] = p.call_id
-        body["content"] = blocks
+        body["content"] = _with_text(list(body.get("content") or ()), {"text": p.text})
         if p.is_error:
             body["status"] = "error"
         return {**(p.raw or {}), "toolResult": body}
@@ -460,8 +454,23 @@ def _is_text(block: Any) -> bool:
     return isinstance(block, Mapping) and isinstance(block.get("text"), str) and len(block) == 1
 
 
-def _is_output(block: Mapping[str, Any]) -> bool:
-    return isinstance(block.get("text"), str) or "json" in block
+def _outputs(blocks: list[Any]) -> list[int]:
+    """Where a ``toolResult``'s text is (:func:`result_text`): its text blocks, else its json
+    blocks."""
+    texts = [k for k, b in enumerate(blocks) if isinstance(b, Mapping) and isinstance(b.get("text"), str)]
+    return texts or [k for k, b in enumerate(blocks) if isinstance(b, Mapping) and "json" in b]
+
+
+def _with_text(blocks: list[Any], text: Any, items: list[Any] | None = None) -> list[Any]:
+    """A ``toolResult``'s content with ``text`` in place of the blocks its text was read from, at
+    the first one's place (first when there were none); every other block as it was. With
+    ``items`` (one per block, such as their sizes), those items are placed instead of the blocks."""
+    kept = blocks if items is None else items
+    outputs = _outputs(blocks)
+    if not outputs:
+        return [text, *kept]
+    drop = set(outputs[1:])
+    return [text if k == outputs[0] else b for k, b in enumerate(kept) if k not in drop]
 
 
 def _str(value: Any) -> str:
@@ -496,10 +505,7 @@ def _part_chars(p: Part) -> int:
     body = old if isinstance(old, Mapping) else {}
     blocks = list(body.get("content") or ())
     text = object_chars(None, {"text": input_chars(p.text)})
-    first = next((k for k, b in enumerate(blocks) if isinstance(b, Mapping) and _is_output(b)), None)
-    sizes = [text if k == first else input_chars(b) for k, b in enumerate(blocks)]  # not the old text
-    if first is None:
-        sizes.insert(0, text)
+    sizes = _with_text(blocks, text, [input_chars(b) for b in blocks])  # not the old text
     sized: dict[str, int | None] = {"toolUseId": input_chars(p.call_id), "content": list_chars(sizes)}
     if p.is_error:
         sized["status"] = input_chars("error")
