@@ -3,8 +3,11 @@
 The real trajectories under ``../shared/bench-data/anthropic`` are converted here at test time,
 never copied into the repo. Each converter writes what that provider's own clients write: one
 ``tool`` message per result (OpenAI Chat), one item per call and output (Responses), one
-``functionResponse`` per result in a ``user`` turn (Gemini), ``toolResult`` blocks with a user's
-loose text moved inside the last result (Bedrock), ``BaseMessage`` objects (LangChain).
+``functionResponse`` per result in a ``user`` turn (Gemini), ``toolResult`` blocks with the user's
+text that came with them in a user turn of its own, behind LiteLLM's ``Please continue.``
+assistant turn (Bedrock, as LiteLLM's ``modify_params`` sends it; ``continue_text=None`` leaves the
+text beside the results, what a client that merges consecutive user content sends and Converse
+refuses), ``BaseMessage`` objects (LangChain).
 
 The corruptions work on the Anthropic shape, before conversion, so that they mean the same thing
 in every format: results dropped, ids duplicated within a message and reused by a later one,
@@ -140,16 +143,21 @@ def to_gemini(history: list[Any]) -> list[Any]:
     return out
 
 
-def to_bedrock(history: list[Any], merge: bool = True) -> list[Any]:
-    """Converse messages; ``merge=False`` keeps consecutive same-role messages (a broken shape)."""
+def to_bedrock(
+    history: list[Any], merge: bool = True, continue_text: str | None = "Please continue."
+) -> list[Any]:
+    """Converse messages, blocks in the order they came; ``merge=False`` keeps consecutive
+    same-role messages (a broken shape). A user's text that ends up beside results goes to a user
+    message of its own after them, behind an assistant message saying ``continue_text``
+    (LiteLLM's ``modify_params``); with ``continue_text=None`` it stays beside them, which
+    Converse refuses."""
     out: list[Any] = []
     for m in history:
         blocks: list[Any] = []
-        loose: list[Any] = []
         for b in _blocks(m):
             kind = b.get("type")
             if kind == "text" and b["text"].strip():
-                loose.append({"text": b["text"]})
+                blocks.append({"text": b["text"]})
             elif kind == "tool_use":
                 blocks.append(
                     {"toolUse": {"toolUseId": b["id"], "name": b["name"], "input": b.get("input", {})}}
@@ -162,16 +170,25 @@ def to_bedrock(history: list[Any], merge: bool = True) -> list[Any]:
                 if b.get("is_error"):
                     result["status"] = "error"
                 blocks.append({"toolResult": result})
-        results = [x for x in blocks if "toolResult" in x]
-        if results:  # Converse takes no text beside toolResult blocks
-            results[-1]["toolResult"]["content"].extend(loose)
-        else:
-            blocks = loose + blocks
         if merge and out and out[-1]["role"] == m["role"]:
             out[-1]["content"].extend(blocks)
         elif blocks:
             out.append({"role": m["role"], "content": blocks})
-    return out
+    if continue_text is None:
+        return out
+    split: list[Any] = []
+    for msg in out:
+        results = [b for b in msg["content"] if "toolResult" in b]
+        rest = [b for b in msg["content"] if "toolResult" not in b]
+        if msg["role"] == "user" and results and any("text" in b for b in rest):
+            split += [
+                {"role": "user", "content": results},
+                {"role": "assistant", "content": [{"text": continue_text}]},
+                {"role": "user", "content": rest},
+            ]
+        else:
+            split.append(msg)
+    return split
 
 
 def to_langchain(history: list[Any]) -> list[Any]:

@@ -24,7 +24,9 @@ __all__ = [
     "anthropic_turns",
     "assistant",
     "bedrock_histories",
+    "bedrock_text_beside_results",
     "configs",
+    "empty_assistant_histories",
     "every_format_histories",
     "gemini_histories",
     "histories",
@@ -45,6 +47,7 @@ __all__ = [
     "tool_result",
     "tool_use",
     "user",
+    "with_empty_assistants",
 ]
 
 
@@ -387,10 +390,16 @@ def gemini_histories(draw: st.DrawFn, max_blocks: int = 5) -> list[Any]:
 
 @st.composite
 def bedrock_histories(draw: st.DrawFn, max_blocks: int = 5) -> list[Any]:
-    """A broken Bedrock Converse history, sometimes with consecutive same-role messages."""
+    """A broken Bedrock Converse history, sometimes with consecutive same-role messages, the
+    user's text beside results (merged) or behind LiteLLM's ``Please continue.`` turn."""
     from .convert_formats import to_bedrock
 
-    messages = to_bedrock(draw(anthropic_histories(max_blocks=max_blocks)), merge=draw(st.booleans()))
+    shape = draw(st.sampled_from(["merged", "separate", "litellm"]))
+    messages = to_bedrock(
+        draw(anthropic_histories(max_blocks=max_blocks)),
+        merge=shape != "separate",
+        continue_text="Please continue." if shape == "litellm" else None,  # merged: text beside results
+    )
     if messages and draw(st.booleans()):
         messages[0] = {
             **messages[0],
@@ -406,6 +415,77 @@ def langchain_histories(draw: st.DrawFn, max_blocks: int = 5) -> list[Any]:
 
     history = draw(anthropic_histories(max_blocks=max_blocks))
     return to_langchain_dicts(history) if draw(st.booleans()) else to_langchain(history)
+
+
+@st.composite
+def bedrock_text_beside_results(draw: st.DrawFn, max_blocks: int = 5) -> list[Any]:
+    """A Bedrock history whose results messages often hold the user's words too (before, between
+    or after the ``toolResult`` blocks), the shape Converse refuses."""
+    out: list[Any] = []
+    for m in draw(bedrock_histories(max_blocks=max_blocks)):
+        if m["role"] == "user" and any("toolResult" in b for b in m["content"]) and draw(st.booleans()):
+            content = list(m["content"])
+            for _ in range(draw(st.integers(1, 2))):
+                note = draw(st.sampled_from(["also check b.py", "hurry", "中文 🙂", "  "]))
+                content.insert(draw(st.integers(0, len(content))), {"text": note})
+            m = {**m, "content": content}
+        out.append(m)
+    return out
+
+
+def _empty_assistants(fmt: str, history: list[Any]) -> list[Any]:
+    """The empty assistant messages an interrupted stream leaves, as format ``fmt`` holds them."""
+    if fmt == "langchain":
+        if history and not isinstance(history[0], dict):
+            from langchain_core.messages import AIMessage
+
+            return [AIMessage(content=""), AIMessage(content=[])]
+        return [{"type": "ai", "data": {"content": "", "type": "ai", "tool_calls": []}}]
+    return {
+        "anthropic": [{"role": "assistant", "content": []}],
+        "openai-chat": [
+            {"role": "assistant", "content": None},
+            {"role": "assistant", "content": []},
+            {"role": "assistant", "content": ""},
+        ],
+        "gemini": [{"role": "model", "parts": []}],
+        "bedrock": [{"role": "assistant", "content": []}],
+    }[fmt]
+
+
+@st.composite
+def with_empty_assistants(draw: st.DrawFn, case: tuple[str, list[Any]]) -> tuple[str, list[Any]]:
+    """``case`` with one to three empty assistant messages put in anywhere (first, last, between
+    a call and its results), each alone or two in a row."""
+    import copy
+
+    fmt, history = case
+    out = list(history)
+    shapes = _empty_assistants(fmt, history)
+    for _ in range(draw(st.integers(1, 3))):
+        at = draw(st.integers(0, len(out)))
+        shape = draw(st.sampled_from(shapes))
+        out[at:at] = [copy.deepcopy(shape) for _ in range(draw(st.integers(1, 2)))]
+    return fmt, out
+
+
+EMPTY_ASSISTANT_FORMATS = ("anthropic", "openai-chat", "gemini", "bedrock", "langchain")
+
+
+def empty_assistant_histories(
+    formats: tuple[str, ...] = EMPTY_ASSISTANT_FORMATS, max_blocks: int = 5
+) -> st.SearchStrategy[tuple[str, list[Any]]]:
+    """``(format name, history)``: a broken history of one of ``formats`` with empty assistant
+    messages in it."""
+    bases: dict[str, st.SearchStrategy[list[Any]]] = {
+        "anthropic": anthropic_histories(max_blocks=max_blocks),
+        "openai-chat": openai_chat_histories(max_blocks=max_blocks),
+        "gemini": gemini_histories(max_blocks=max_blocks),
+        "bedrock": bedrock_histories(max_blocks=max_blocks),
+        "langchain": langchain_histories(max_blocks=max_blocks),
+    }
+    cases = [bases[f].map(lambda h, f=f: (f, h)) for f in formats]
+    return st.one_of(*cases).flatmap(with_empty_assistants)
 
 
 def every_format_histories(max_blocks: int = 5) -> st.SearchStrategy[tuple[str, list[Any]]]:

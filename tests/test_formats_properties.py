@@ -11,9 +11,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import toolkeep
+from toolkeep.formats._base import CONTINUE_TEXT
 from toolkeep.formats._sdk import wrap
+from toolkeep.messages import TextPart
 
 from .strategies import (
+    bedrock_text_beside_results,
+    empty_assistant_histories,
     every_format_histories,
     gemini_histories,
     property_settings,
@@ -33,9 +37,15 @@ def comparable(messages: list[Any]) -> list[Any]:
     return [m.model_dump() if hasattr(m, "model_dump") else m for m in messages]
 
 
+def boundary_histories() -> st.SearchStrategy[tuple[str, list[Any]]]:
+    """Broken histories of every format with empty assistant messages put in, and Bedrock
+    histories with the user's words beside results."""
+    return st.one_of(empty_assistant_histories(), bedrock_text_beside_results().map(lambda h: ("bedrock", h)))
+
+
 class TestEveryFormat:
     @property_settings(40)
-    @given(case=every_format_histories())
+    @given(case=st.one_of(every_format_histories(), boundary_histories()))
     def test_prepared_is_valid_idempotent_and_input_untouched(
         self, case: tuple[str, list[Any]], tmp_path_factory: Any
     ) -> None:
@@ -55,6 +65,50 @@ class TestEveryFormat:
         assert all(a is b for a, b in zip(messages, copies, strict=True))
 
     @property_settings(40)
+    @given(case=boundary_histories())
+    def test_no_empty_assistant_is_left_and_the_users_words_stay_theirs(
+        self, case: tuple[str, list[Any]], tmp_path_factory: Any
+    ) -> None:
+        """No assistant message is sent empty, and every word the user wrote (but blank text,
+        which Bedrock and Anthropic refuse) is still user text, in order: none is folded into a
+        result."""
+        name, messages = case
+        with toolkeep.Session(toolkeep.Config(), workspace=tmp_path_factory.mktemp("ws")) as session:
+            prepared, _ = session.prepare(messages, format=name)
+        loaded = toolkeep.get_format(name).load(prepared)
+        assert not [m for m in loaded if m.role == "assistant" and not m.parts]
+        assert _user_words(name, prepared) == _user_words(name, messages)
+
+    @property_settings(30)
+    @given(case=boundary_histories())
+    def test_a_growing_history_gets_what_a_fresh_run_gives(
+        self, case: tuple[str, list[Any]], tmp_path_factory: Any
+    ) -> None:
+        """Request by request (the history before each assistant message, then all of it), a
+        session sends and reports what a one-off run sends, and so does an agent that sends
+        back each prepared request plus the next messages."""
+        name, messages = case
+        loaded = toolkeep.get_format(name).load(messages)
+        cuts = [*(i for i, m in enumerate(loaded) if m.role == "assistant" and i > 0), len(messages)]
+        workspace = tmp_path_factory.mktemp("ws")
+        with (
+            toolkeep.Session(toolkeep.Config(), workspace=workspace) as session,
+            toolkeep.Session(toolkeep.Config(), workspace=workspace) as feedback,
+        ):
+            sent: list[Any] = []
+            start = 0
+            for cut in cuts:
+                out, report = session.prepare(messages[:cut], format=name)
+                fresh, fresh_report = toolkeep.run_pipeline(
+                    messages[:cut], format=name, workspace=session.workspace, store=session.store
+                )
+                assert snapshot(out) == snapshot(fresh)
+                assert report.to_dict() == fresh_report.to_dict()
+                sent, _ = feedback.prepare([*sent, *messages[start:cut]], format=name)
+                start = cut
+                assert snapshot(sent) == snapshot(fresh)
+
+    @property_settings(40)
     @given(case=every_format_histories())
     def test_detection_finds_the_format(self, case: tuple[str, list[Any]]) -> None:
         """A history with any tool traffic is detected as its own format, never another."""
@@ -63,6 +117,18 @@ class TestEveryFormat:
         if not any(m.calls or m.results for m in load):
             return  # plain text: several formats read it the same way
         assert toolkeep.detect_format(messages).name == name
+
+
+def _user_words(name: str, messages: list[Any]) -> list[str]:
+    """The non-blank texts of the user messages, in order, but the ``(continue)`` a format puts
+    where a user message held only blank text."""
+    return [
+        p.text
+        for m in toolkeep.get_format(name).load(messages)
+        if m.role == "user"
+        for p in m.parts
+        if isinstance(p, TextPart) and p.text.strip() and p.text != CONTINUE_TEXT
+    ]
 
 
 def whole_history(name: str) -> toolkeep.Format:

@@ -18,9 +18,14 @@ from toolkeep.messages import ToolResultPart
 from toolkeep.pipeline import POLICIES
 from toolkeep.shorten import CCR_MARKER_RE, archive_key
 
-from .strategies import histories, long_sessions, property_settings
+from .strategies import empty_assistant_histories, histories, long_sessions, property_settings
 
 TOOLKEEP = [sys.executable, "-m", "toolkeep"]
+
+
+def broken_histories() -> st.SearchStrategy[tuple[str, list[Any]]]:
+    """Broken histories in either format, some with empty assistant messages put in."""
+    return st.one_of(histories(), empty_assistant_histories(("anthropic", "openai-chat")))
 
 
 def result_texts(fmt: str, messages: list[Any]) -> list[str]:
@@ -36,7 +41,7 @@ def prepared_with(workspace: Path, fmt: str, messages: list[Any]) -> tuple[list[
 
 class TestPrepareProperties:
     @property_settings(60)
-    @given(case=histories())
+    @given(case=broken_histories())
     def test_output_passes_validator_and_input_untouched(
         self, case: tuple[str, list[Any]], tmp_path_factory: Any
     ) -> None:
@@ -48,7 +53,7 @@ class TestPrepareProperties:
         assert toolkeep.validate(out, fmt) == []
 
     @property_settings(60)
-    @given(case=histories())
+    @given(case=broken_histories())
     def test_idempotent_and_deterministic(self, case: tuple[str, list[Any]], tmp_path_factory: Any) -> None:
         """prepare(prepare(h)) == prepare(h), and two runs give byte-identical JSON."""
         fmt, history = case
@@ -117,7 +122,7 @@ class TestAcrossProcesses:
 class TestIncremental:
     @pytest.mark.parametrize("policy", sorted(POLICIES))
     @property_settings(60)
-    @given(case=st.one_of(histories(), long_sessions()))
+    @given(case=st.one_of(broken_histories(), long_sessions()))
     def test_growing_history_matches_a_fresh_run_at_every_turn(
         self, policy: str, case: tuple[str, list[Any]], tmp_path_factory: Any
     ) -> None:
@@ -151,7 +156,7 @@ class TestIncremental:
 
     @pytest.mark.parametrize("policy", sorted(POLICIES))
     @property_settings(60)
-    @given(case=st.one_of(histories(), long_sessions()), data=st.data())
+    @given(case=st.one_of(broken_histories(), long_sessions()), data=st.data())
     def test_resumed_session_and_later_edits_match_a_fresh_run(
         self, policy: str, case: tuple[str, list[Any]], data: st.DataObject, tmp_path_factory: Any
     ) -> None:

@@ -23,12 +23,13 @@ from typing import Any
 
 import pytest
 from hypothesis import given
+from hypothesis import strategies as st
 
 import toolkeep
 
 from .conftest import TRAJECTORIES, load_trajectory, shared_or_skip
 from .convert_formats import corrupt, to_bedrock
-from .strategies import bedrock_histories, property_settings
+from .strategies import bedrock_histories, bedrock_text_beside_results, property_settings
 
 botocore_session = pytest.importorskip("botocore.session", reason="botocore is in the test extras")
 from botocore.awsrequest import AWSResponse  # noqa: E402
@@ -146,7 +147,7 @@ def test_real_trajectories_prepared_for_bedrock_pass_the_sdk(broken: bool, tmp_p
 
 
 @property_settings(60)
-@given(bedrock_histories())
+@given(st.one_of(bedrock_histories(), bedrock_text_beside_results()))
 def test_generated_histories_prepared_for_bedrock_pass_the_sdk(messages: list[Any]) -> None:
     out, _ = toolkeep.run_pipeline(messages, format="bedrock")
     assert_converse_accepts(out)
