@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -122,6 +123,18 @@ class TestRepair:
         again, report = prepared(out, tmp_path)
         assert again == out and report.repairs == []
         assert all(a is b for a, b in zip(again, out, strict=True))  # the filler too is shared
+
+    def test_size_estimate_counts_the_turns_the_dump_makes(self) -> None:
+        """``message_chars`` of a user message with text beside its results is the size of the
+        three messages the dump sends for it, whether it is sent as it came or rebuilt."""
+        fmt = toolkeep.get_format(FMT)
+        (m,) = fmt.load([msg("user", result("t1", {"text": "out " * 50}), "a note", "another")])
+        rebuilt = m.with_parts([m.parts[0].with_text("short"), *m.parts[1:]])
+        for message in (m, rebuilt):
+            sent = fmt.dump([message])
+            assert len(sent) == 3
+            size = sum(len(json.dumps(x, ensure_ascii=False, separators=(",", ":"))) for x in sent)
+            assert fmt.message_chars(message) == size
 
     def test_a_prepared_filler_is_no_turn(self, tmp_path: Path) -> None:
         """The filler loads as a placeholder that no step counts as a turn: a result one turn from

@@ -339,7 +339,7 @@ class BedrockFormat(Format):
                         i,
                         None,
                         "text_beside_results",
-                        f"messages.{i}.content.{j}: a message with toolResult blocks cannot also hold text blocks. Move the text into the toolResult content and try again.",
+                        f"messages.{i}.content: Conversation blocks and tool result blocks cannot be provided in the same turn. (text at content.{j})",
                     )
                 )
             if not isinstance(p, ToolResultPart):
@@ -393,13 +393,24 @@ class BedrockFormat(Format):
         return [{"role": "user", "content": blocks}]
 
     def message_chars(self, message: Message) -> int:
+        """Chars of ``message`` as sent: a user message with text beside its results as the
+        three messages the dump makes of it; a filler as the message it is (the dump sends it
+        wherever it is still needed)."""
         m = message
         raw = m.raw if isinstance(m.raw, Mapping) else None
         if not m.dirty and raw is not None:
+            if m.role == "user" and not m.meta.get(_FILLER):
+                return sum(map(input_chars, _user_turns([raw])))
             return input_chars(raw)  # sent as it came
-        return object_chars(
-            raw, {"role": input_chars(m.role), "content": list_chars(map(_part_chars, m.parts))}
-        )
+        sizes = [_part_chars(p) for p in m.parts]
+        kinds = [_kind(p) for p in m.parts]
+        role = input_chars(m.role)
+        if m.role != "user" or "result" not in kinds or "text" not in kinds:
+            return object_chars(raw, {"role": role, "content": list_chars(sizes)})
+        keep, moved = _partition(kinds)
+        head = object_chars(raw, {"role": role, "content": list_chars(sizes[k] for k in keep)})
+        tail = object_chars(None, {"role": role, "content": list_chars(sizes[k] for k in moved)})
+        return head + input_chars(FILLER_MESSAGE) + tail
 
 
 def _turn(m: Message) -> str:
@@ -430,15 +441,30 @@ def _user_turns(run: list[Any], filler: Any = None) -> list[Any]:
         any(map(_is_text, blocks)) or any(_is_text(b) for m in tail for b in _content(m))
     ):
         return [_merged(run)]
-    cut = max(k for k, b in enumerate(blocks) if _is_result(b))
-    keep: list[Any] = []
-    moved: list[Any] = []
-    for k, b in enumerate(blocks):
-        (moved if _is_text(b) or (k > cut and moved) else keep).append(b)
+    keep, moved = _partition(["result" if _is_result(b) else "text" if _is_text(b) else "" for b in blocks])
     if moved:
-        head = {**head, "content": keep}
-        tail = [{"role": "user", "content": moved}, *tail]
+        head = {**head, "content": [blocks[k] for k in keep]}
+        tail = [{"role": "user", "content": [blocks[k] for k in moved]}, *tail]
     return [head, filler if filler is not None else copy.deepcopy(FILLER_MESSAGE), _merged(tail)]
+
+
+def _partition(kinds: list[str]) -> tuple[list[int], list[int]]:
+    """Where the blocks of a user message (``"result"``, ``"text"`` or ``""`` each) go when its
+    text must leave its results: the indexes that stay, and those that move after the filler
+    (every text block, and every block after the last result once a text block moved)."""
+    cut = max(k for k, kind in enumerate(kinds) if kind == "result")
+    keep: list[int] = []
+    moved: list[int] = []
+    for k, kind in enumerate(kinds):
+        (moved if kind == "text" or (k > cut and moved) else keep).append(k)
+    return keep, moved
+
+
+def _kind(p: Part) -> str:
+    """What the block :meth:`BedrockFormat._dump_part` sends for ``p`` is, for :func:`_partition`."""
+    if isinstance(p, ToolResultPart):
+        return "result"
+    return "text" if isinstance(p, TextPart) and (p.raw is None or _is_text(p.raw)) else ""
 
 
 def _content(msg: Any) -> list[Any]:
