@@ -8,7 +8,11 @@ only to build a new ``ToolMessage`` when the input holds objects); the dict form
 
 LangChain sends a history on to some provider, so its validator takes the strictest of their rules:
 one result per call right after its message (OpenAI), and call ids unique in the request
-(Anthropic). Violations are worded like LangGraph's ``INVALID_CHAT_HISTORY`` error.
+(Anthropic), and no ``AIMessage`` with neither content nor calls (every provider refuses one
+mid-history). Violations are worded like LangGraph's ``INVALID_CHAT_HISTORY`` error. Pairing drops
+such an empty ``AIMessage``; the messages it stood between are left side by side, as a LangChain
+history may hold them: each provider integration sends them on in its provider's shape
+(``langchain-anthropic`` merges consecutive human messages, for one).
 """
 
 from __future__ import annotations

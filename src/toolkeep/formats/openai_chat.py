@@ -1,5 +1,9 @@
 """OpenAI Chat Completions: ``tool_calls`` on assistant messages, one ``role: "tool"`` message per
-call right after them."""
+call right after them.
+
+An assistant message with ``content: null`` (or ``[]``) and no calls is refused; pairing drops it,
+and the user messages it stood between may then sit side by side, which Chat Completions takes as
+it is (it does not want roles to alternate)."""
 
 from __future__ import annotations
 

@@ -5,6 +5,9 @@ up to the next one. Within a block, each call claims the first result with its i
 call claims are removed, calls that claim none get a synthetic error result, and results that sat
 behind other content are moved back next to their call. Where the provider says so, a call id it
 refuses is renamed (with its results) and a text block that is empty or only whitespace dropped.
+An assistant message with nothing left in it goes, as does one that came with nothing (an
+interrupted stream's); where that leaves two user turns side by side, the format's dump makes
+them what its provider takes.
 A block that is already valid for its provider is left exactly as it is, down to the order of its
 results.
 """
