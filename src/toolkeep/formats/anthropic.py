@@ -1,5 +1,30 @@
 """Anthropic Messages: ``tool_use`` blocks in assistant messages, ``tool_result`` blocks in the
-next user message, first in its content."""
+next user message, first in its content.
+
+**System messages.** ``{"role": "system", "content": ...}`` inside ``messages`` (the API's
+mid-conversation system messages; Claude Code sends its reminders so) load as neutral ``system``
+messages, their text blocks as text, and go out as they came. The API places them strictly: never
+first; right after a user message, or after an assistant message that ends in a server tool use
+(``server_tool_use`` or ``mcp_tool_use``: a paused turn); last, or followed by an assistant
+message; never next to another one. So a system message can never stand between a ``tool_use``
+and its ``tool_result``: the results belong in the user message right after the calls. Pairing
+repair finds a result behind a system message in the call's block as it finds one behind any other
+message (it is never taken for an orphan), and :meth:`AnthropicFormat.pack_results` puts the
+results in the first user message after the calls' system messages, those system messages right
+after it: what the API accepts, with nothing else moved. toolkeep changes a system message in no
+other way (a blank one says ``(continue)``, as any blank text does); :meth:`AnthropicFormat.validate`
+reports the placement rules as ``system_placement`` but no step repairs them.
+
+**Blocks toolkeep does not manage** load as :class:`~toolkeep.messages.OpaquePart` s, carried by
+reference in their place: never a call, never a result, never reordered: ``thinking`` and
+``redacted_thinking`` (whose ``signature`` and ``data`` the API checks byte for byte), server
+tools (``server_tool_use`` and what the server wrote after it in the same assistant message:
+``web_search_tool_result``, ``web_fetch_tool_result``, ``code_execution_tool_result``,
+``bash_code_execution_tool_result``, ``text_editor_code_execution_tool_result``,
+``tool_search_tool_result``, ``advisor_tool_result``), ``mcp_tool_use`` and ``mcp_tool_result``,
+``container_upload``, ``compaction``, images, documents and any type yet to come. Only a
+``tool_use`` in an assistant message and a ``tool_result`` are paired: a server tool's use needs
+no ``tool_result``, and its result answers no ``tool_use``."""
 
 from __future__ import annotations
 
@@ -28,12 +53,18 @@ from ._base import (
 
 __all__ = ["AnthropicFormat", "replace_text_content", "result_text"]
 
-_ROLES = ("user", "assistant")
+_ROLES = ("user", "assistant", "system")
 _DISTINCT_BLOCKS = {
     "tool_use", "tool_result", "thinking", "redacted_thinking", "server_tool_use",
-    "web_search_tool_result", "document", "search_result", "mcp_tool_use", "mcp_tool_result",
-    "container_upload",
+    "web_search_tool_result", "web_fetch_tool_result", "code_execution_tool_result",
+    "bash_code_execution_tool_result", "text_editor_code_execution_tool_result",
+    "tool_search_tool_result", "advisor_tool_result", "document", "search_result",
+    "mcp_tool_use", "mcp_tool_result", "container_upload", "compaction",
 }  # fmt: skip
+_SERVER_USES = ("server_tool_use", "mcp_tool_use")
+"""Blocks of a tool the API runs itself: an assistant message ending in one (a paused turn) may be
+followed by a system message."""
+_NO_CONTENT = "no_content"  # meta key: a system message that came without ``content``
 
 
 def result_text(content: Any) -> str:
@@ -87,8 +118,12 @@ class AnthropicFormat(Format):
 
     def detect(self, messages: Sequence[Any]) -> int:
         score = 1
-        for m in messages:
+        for n, m in enumerate(messages):
             if not isinstance(m, Mapping) or m.get("role") not in _ROLES:
+                return 0
+            if m["role"] == "system" and n == 0:
+                # never first in an Anthropic history (the API refuses it there), and first in
+                # nearly every OpenAI Chat history: a plain one stays Chat's
                 return 0
             if "tool_calls" in m or "tool_call_id" in m:
                 return 0
@@ -103,7 +138,7 @@ class AnthropicFormat(Format):
                         or (block["type"] == "image" and "source" in block)
                     ):
                         score = 2
-            elif not isinstance(content, str):
+            elif not isinstance(content, str) and not (m["role"] == "system" and "content" not in m):
                 return 0
         return score
 
@@ -112,10 +147,14 @@ class AnthropicFormat(Format):
         m = raw if type(raw) is dict else expect_mapping(raw, index)
         role = m.get("role")
         if role not in _ROLES:
-            raise FormatError(f"role must be 'user' or 'assistant', got {role!r}", index=index, field="role")
+            raise FormatError(
+                f"role must be 'user', 'assistant' or 'system', got {role!r}", index=index, field="role"
+            )
         content = m.get("content")
         if isinstance(content, str):
             return Message(role, (TextPart(content),), raw=m, meta={"string": True})
+        if role == "system" and "content" not in m:  # the beta's output_config alone
+            return Message(role, (), raw=m, meta={_NO_CONTENT: True})
         if not isinstance(content, list):
             raise FormatError(
                 f"content must be a string or a list of blocks, got {type(content).__name__}",
@@ -158,7 +197,7 @@ class AnthropicFormat(Format):
         base["role"] = m.role
         if m.meta.get("string") and len(m.parts) == 1 and isinstance(m.parts[0], TextPart):
             base["content"] = m.parts[0].text
-        else:
+        elif m.parts or not m.meta.get(_NO_CONTENT):
             base["content"] = [self._dump_part(p) for p in m.parts]
         return base
 
@@ -186,17 +225,24 @@ class AnthropicFormat(Format):
         return block
 
     def pack_results(self, results: list[ToolResultPart], rest: list[Message]) -> list[Message]:
-        if rest and rest[0].role == "user":
-            first = rest[0]
-            return [first.with_parts([*results, *first.parts]), *rest[1:]]
-        return [Message("user", tuple(results), dirty=True), *rest]
+        """The results first in the block's first user message, or in a new one right after the
+        calls; system messages that stood between the calls and that user message come right
+        after it (the API wants a system message after a user message, never after calls)."""
+        lead = 0
+        while lead < len(rest) and rest[lead].role == "system":
+            lead += 1
+        systems, after = rest[:lead], rest[lead:]
+        if after and after[0].role == "user":
+            first = after[0]
+            return [first.with_parts([*results, *first.parts]), *systems, *after[1:]]
+        return [Message("user", tuple(results), dirty=True), *systems, *after]
 
     def validate(self, history: History) -> list[Violation]:
         out: list[Violation] = []
         seen: set[str] = set()
         last = len(history) - 1
         for i, m in enumerate(history):
-            if not m.parts and not (i == last and m.role == "assistant"):
+            if not m.parts and not (i == last and m.role == "assistant") and not m.meta.get(_NO_CONTENT):
                 out.append(
                     Violation(
                         i,
@@ -216,6 +262,8 @@ class AnthropicFormat(Format):
                 out.extend(self._check_calls(history, i, seen))
             else:
                 out.extend(self._check_results(history, i))
+            if m.role == "system":
+                out.extend(_check_system(history, i))
         return out
 
     def _check_calls(self, history: History, i: int, seen: set[str]) -> list[Violation]:
@@ -244,6 +292,11 @@ class AnthropicFormat(Format):
                 if not isinstance(p, ToolResultPart):
                     break
                 answered.add(p.call_id)
+        between = (
+            " (a system message may not stand between them)"
+            if nxt is not None and nxt.role == "system"
+            else ""
+        )
         for c in dict.fromkeys(c.id for c in calls if c.id):
             if c not in answered:
                 out.append(
@@ -251,7 +304,7 @@ class AnthropicFormat(Format):
                         i,
                         c,
                         "missing_result",
-                        f"messages.{i}: `tool_use` ids were found without `tool_result` blocks immediately after: {c}. Each `tool_use` block must have a corresponding `tool_result` block in the next message.",
+                        f"messages.{i}: `tool_use` ids were found without `tool_result` blocks immediately after: {c}. Each `tool_use` block must have a corresponding `tool_result` block in the next message.{between}",
                     )
                 )
         return out
@@ -262,11 +315,21 @@ class AnthropicFormat(Format):
         call_ids = {c.id for c in prev.calls} if prev is not None and prev.role == "assistant" else set()
         claimed: set[str] = set()
         leading = True
+        system = history[i].role == "system"
         for j, p in enumerate(history[i].parts):
             if not isinstance(p, ToolResultPart):
                 leading = False
                 continue
-            if p.call_id not in call_ids:
+            if system:
+                out.append(
+                    Violation(
+                        i,
+                        p.call_id,
+                        "orphan_result",
+                        f"messages.{i}.content.{j}: `tool_result` blocks belong in a user message, not a system message ({p.call_id})",
+                    )
+                )
+            elif p.call_id not in call_ids:
                 out.append(
                     Violation(
                         i,
@@ -332,6 +395,27 @@ class AnthropicFormat(Format):
         else:
             content = list_chars(map(_part_chars, m.parts))
         return object_chars(raw, {"role": input_chars(m.role), "content": content})
+
+
+def _check_system(history: History, i: int) -> list[Violation]:
+    """Breaches of the API's placement rules by system message ``i``."""
+    prev = history[i - 1] if i > 0 else None
+    nxt = history[i + 1] if i + 1 < len(history) else None
+    wrong = []
+    if prev is None:
+        wrong.append("cannot be the first message (use the top-level `system` parameter)")
+    elif prev.role == "system":
+        wrong.append("cannot follow another system message")
+    elif prev.role == "assistant" and not _ends_in_server_use(prev):
+        wrong.append("must follow a user message, or an assistant message that ends in a server tool use")
+    if nxt is not None and nxt.role == "user":
+        wrong.append("must be the last message or be followed by an assistant message")
+    return [Violation(i, None, "system_placement", f"messages.{i}: a system message {w}") for w in wrong]
+
+
+def _ends_in_server_use(m: Message) -> bool:
+    last = m.parts[-1] if m.parts else None
+    return isinstance(last, OpaquePart) and field_of(last.raw, "type") in _SERVER_USES
 
 
 def _field_str(block: Mapping[str, Any], key: str, index: int, j: int) -> str:
