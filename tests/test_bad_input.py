@@ -111,11 +111,33 @@ def test_api_error_with_named_format(name: str, session: Session) -> None:
     assert (caught.value.index, caught.value.field) == (index, field)
 
 
-@pytest.mark.parametrize("value", [42, "a history", None, {"messages": []}, b"[]", 3.5])
+@pytest.mark.parametrize("value", [42, "a history", None, b"[]", 3.5])
 def test_api_not_a_list(value: Any, session: Session) -> None:
-    """Anything but a list or tuple of messages is a FormatError, never an AttributeError."""
+    """Anything but a list or tuple of messages (or a request object) is a FormatError, never an
+    AttributeError."""
     with pytest.raises(FormatError, match="list of messages"):
         session.prepare(value)
+
+
+@pytest.mark.parametrize(
+    ("value", "words", "field"),
+    [
+        ({"model": "m", "max_tokens": 5}, "holds its history under 'messages', 'input' or 'contents'", None),
+        ({"role": "user", "content": "hi"}, "(its keys: 'role', 'content')", None),
+        ({"messages": {"role": "user"}}, "'messages' must be a list of messages, got dict", "messages"),
+        ({"messages": "hi"}, "'messages' must be a list of messages, got str", "messages"),
+        ({"input": 3}, "'input' must be a list or a string, got int", "input"),
+        ({"contents": None}, "'contents' must be a list or a string, got NoneType", "contents"),
+        ({"messages": [], "input": []}, "one history, this one has 'messages' and 'input'", None),
+    ],
+)
+def test_api_bad_request_object(value: Any, words: str, field: str | None, session: Session) -> None:
+    """A mapping is a request object: one without a history list (or string) is a FormatError
+    naming the key, and the session is left as it was."""
+    with pytest.raises(FormatError) as caught:
+        session.prepare(value)
+    assert words in str(caught.value) and caught.value.field == field
+    assert session.prepare([{"role": "user", "content": "hi"}])[0] == [{"role": "user", "content": "hi"}]
 
 
 @pytest.mark.parametrize("name", sorted(ERRORS))

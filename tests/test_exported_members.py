@@ -21,6 +21,7 @@ MODULES = [
     "toolkeep.messages",
     "toolkeep.pipeline",
     "toolkeep.report",
+    "toolkeep.requests",
     "toolkeep.session",
     "toolkeep.shorten",
     "toolkeep.steps",

@@ -7,8 +7,8 @@ import logging
 import os
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, overload
 
 from . import engine
 from ._closing import Closing
@@ -21,6 +21,7 @@ from .pipeline import Prepared
 from .policies import build_steps
 from .recall import handle_tool_call, tool_definitions
 from .report import Report
+from .requests import PreparedRequest, read_request
 from .shorten import archive_key
 from .steps import StepContext, ToolCaps
 from .stores import ArchiveStore, open_store, store_for_config
@@ -128,11 +129,24 @@ class Session(Closing):
         self._lock = threading.Lock()
         self._closed = False
 
-    def prepare(self, messages: Sequence[Any], format: str | Format = "auto") -> Prepared:
+    @overload
+    def prepare(self, messages: Sequence[Any], format: str | Format = "auto") -> Prepared: ...
+
+    @overload
+    def prepare(self, messages: Mapping[str, Any], format: str | Format = "auto") -> PreparedRequest: ...
+
+    def prepare(
+        self, messages: Sequence[Any] | Mapping[str, Any], format: str | Format = "auto"
+    ) -> Prepared | PreparedRequest:
         """The history to send and a report; ``messages`` is never mutated.
 
         Unchanged messages are shared with the input (treat the output as read-only); changed
         ones are new objects.
+
+        A mapping is a request object (:mod:`toolkeep.requests`): ``{"messages": [...], ...}``,
+        ``{"input": [...], ...}`` or ``{"contents": [...], ...}``. Its history is prepared as
+        above, read in the format its key implies (``format="auto"``), and it comes back as a new
+        request object of the same shape, every other field the very value it was.
 
         Safe to call from several threads: calls are taken one at a time, and each gets the
         output a session of its own would give. A session keeps the state of up to
@@ -141,6 +155,8 @@ class Session(Closing):
         incrementally (conversations that begin with the same message share one state, which
         stays correct but redoes more work).
         """
+        if isinstance(messages, Mapping):
+            return self._prepare_request(messages, format)
         with self._lock:
             self._check_open()
             return self._prepare(messages, format)
@@ -187,6 +203,17 @@ class Session(Closing):
         self._states[key] = state
         self.state = state
         return state
+
+    def _prepare_request(self, body: Mapping[str, Any], format: str | Format) -> PreparedRequest:
+        """:meth:`prepare` of a request object: its history unwrapped, prepared, put back."""
+        request = read_request(body)
+        if request.history is None:  # a plain string: nothing to pair
+            self._check_open()
+            return PreparedRequest(
+                request.with_history(body[request.key]), Report(format=request.format_name(format))
+            )
+        messages, report = self.prepare(request.history, request.format(format))
+        return PreparedRequest(request.with_history(messages), report)
 
     def _format(self, messages: Sequence[Any], format: str | Format, same: int) -> Format:
         """The format to use, looking only at what is new since the last request.

@@ -1,0 +1,131 @@
+"""Request objects: a provider's whole request body, whose history toolkeep prepares.
+
+A request object is the JSON body of one model request (or the keyword arguments of the SDK call
+that sends it). toolkeep prepares the history it holds and gives back an object of the same shape
+in which every other field is the very value it was: ``system``, ``tools``, ``thinking``,
+``context_management``, ``metadata``, ``instructions``, ``systemInstruction``, ... The history's
+key says which format it is in:
+
+============  ==========================================  ===================================
+key           request                                     format of the history
+============  ==========================================  ===================================
+``messages``  Anthropic Messages, OpenAI Chat Completions,  detected from the messages (or named)
+              Bedrock Converse
+``input``     OpenAI Responses                            ``openai-responses``
+``contents``  Gemini ``generateContent`` (REST, with       ``gemini``
+              ``systemInstruction``), google-genai's
+              ``generate_content`` arguments (``config``
+              holding ``system_instruction``)
+============  ==========================================  ===================================
+
+``input`` and ``contents`` may be a plain string, which both APIs take as one user turn: there is
+nothing to pair in it, and the request comes back as it is. A Responses request that continues
+state kept on the server (``previous_response_id`` or ``conversation`` set) holds only what is
+new since then: its outputs may answer calls that only the server has, so its input is read with
+``OpenAIResponsesFormat(previous_response=True)`` (:attr:`Request.continues`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+from .exceptions import FormatError
+from .formats import Format, Violation, validate
+from .formats.openai_responses import OpenAIResponsesFormat
+from .report import Report
+
+__all__ = [
+    "CONTINUING_KEYS",
+    "HISTORY_KEYS",
+    "PreparedRequest",
+    "Request",
+    "read_request",
+    "validate_request",
+]
+
+HISTORY_KEYS: dict[str, str | None] = {"messages": None, "input": "openai-responses", "contents": "gemini"}
+"""The key that holds a request's history, and the format it implies (``None``: detected)."""
+_TEXT_KEYS = ("input", "contents")
+"""History keys whose value may be a plain string instead of a list."""
+CONTINUING_KEYS = ("previous_response_id", "conversation")
+"""Keys of a Responses request that continues state kept on the server, when set."""
+
+_CONTINUED = OpenAIResponsesFormat(previous_response=True)
+"""One instance for every continued request, so that a session sees the same format each time."""
+
+
+class PreparedRequest(NamedTuple):
+    """What ``prepare`` returns for a request object: the request to send and the report."""
+
+    request: dict[str, Any]
+    report: Report
+
+
+@dataclass(frozen=True)
+class Request:
+    """A request object, read: where its history is and what format that history is in."""
+
+    body: Mapping[str, Any]
+    key: str
+    """The key holding the history: ``messages``, ``input`` or ``contents``."""
+    history: Sequence[Any] | None
+    """The history, or ``None`` when it is a plain string (nothing to prepare)."""
+    continues: bool
+    """True for a Responses request that continues server-side state."""
+
+    def format(self, requested: str | Format = "auto") -> str | Format:
+        """The format to read the history with: ``requested`` itself, the one the key implies for
+        ``"auto"``, and for a continued Responses request the format that keeps outputs of calls
+        stored on the server (unless ``requested`` is a format object, used as given)."""
+        if isinstance(requested, Format):
+            return requested
+        name = (HISTORY_KEYS[self.key] or requested) if requested == "auto" else requested
+        if name == "openai-responses" and self.continues:
+            return _CONTINUED
+        return name
+
+    def format_name(self, requested: str | Format = "auto") -> str:
+        fmt = self.format(requested)
+        return fmt.name if isinstance(fmt, Format) else fmt
+
+    def with_history(self, history: Any) -> dict[str, Any]:
+        """The request with ``history`` in its history's place (the key keeps its position), every
+        other field the very value it was."""
+        out = dict(self.body)
+        out[self.key] = history
+        return out
+
+
+def read_request(body: Mapping[str, Any]) -> Request:
+    """Where the history of request object ``body`` is; a :class:`FormatError` naming the field
+    when it has none, more than one, or one that is no list (nor a string where one is allowed)."""
+    keys = [key for key in HISTORY_KEYS if key in body]
+    if not keys:
+        held = ", ".join(repr(k) for k in list(body)[:8]) or "none"
+        raise FormatError(
+            f"a request object holds its history under 'messages', 'input' or 'contents' (its keys: {held})"
+        )
+    if len(keys) > 1:
+        raise FormatError(f"a request object holds one history, this one has {' and '.join(map(repr, keys))}")
+    key = keys[0]
+    value = body[key]
+    if isinstance(value, str) and key in _TEXT_KEYS:
+        history = None
+    elif isinstance(value, (list, tuple)):
+        history = value
+    else:
+        allowed = "a list or a string" if key in _TEXT_KEYS else "a list of messages"
+        raise FormatError(f"the request's {key!r} must be {allowed}, got {type(value).__name__}", field=key)
+    continues = key == "input" and any(body.get(k) is not None for k in CONTINUING_KEYS)
+    return Request(body, key, history, continues)
+
+
+def validate_request(body: Mapping[str, Any], format: str | Format = "auto") -> list[Violation]:
+    """Every breach of the provider's pairing rules in the history of request object ``body``
+    (read as :meth:`Request.format` says); indexes are those of the history."""
+    request = read_request(body)
+    if request.history is None:
+        return []
+    return validate(request.history, request.format(format))

@@ -1,0 +1,215 @@
+"""Request objects through ``Session.prepare``: the history found under its provider's key, read in
+the format that key implies, and put back with every other field the very value it was."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import toolkeep
+from toolkeep import MISSING_RESULT_TEXT, Session
+from toolkeep.formats.openai_responses import OpenAIResponsesFormat
+from toolkeep.requests import PreparedRequest, read_request, validate_request
+
+from .strategies import assistant, oa_assistant, oa_tool, oa_user, tool_result, tool_use, user
+
+TOOLS = [{"name": "read", "description": "Read a file", "input_schema": {"type": "object", "properties": {}}}]
+
+
+def responses_call(call_id: str) -> dict[str, Any]:
+    return {"type": "function_call", "call_id": call_id, "name": "read", "arguments": "{}"}
+
+
+def responses_output(call_id: str, output: str = "ok") -> dict[str, Any]:
+    return {"type": "function_call_output", "call_id": call_id, "output": output}
+
+
+def same_fields(out: dict[str, Any], request: dict[str, Any], key: str) -> None:
+    """``out`` has the keys of ``request`` in its order, each but ``key`` the very same object."""
+    assert list(out) == list(request)
+    assert all(out[k] is request[k] for k in request if k != key)
+
+
+def prepare(session: Session, request: dict[str, Any], format: Any = "auto") -> PreparedRequest:
+    before = copy.deepcopy(request)
+    prepared = session.prepare(request, format=format)
+    assert request == before
+    assert isinstance(prepared, PreparedRequest) and prepared.request is not request
+    return prepared
+
+
+class TestShapes:
+    def test_anthropic_request(self, session: Session) -> None:
+        """``messages`` with the Anthropic fields around it: repaired, the rest as it was."""
+        request = {
+            "model": "claude-opus-4-8",
+            "max_tokens": 4096,
+            "system": [
+                {"type": "text", "text": "You are a coding agent.", "cache_control": {"type": "ephemeral"}}
+            ],
+            "tools": TOOLS,
+            "thinking": {"type": "adaptive"},
+            "context_management": {"edits": [{"type": "clear_tool_uses_20250919"}]},
+            "metadata": {"user_id": "u-1"},
+            "messages": [user("go"), assistant(tool_use("t1", "read"))],
+        }
+        out, report = prepare(session, request)
+        same_fields(out, request, "messages")
+        assert report.format == "anthropic" and [r.kind for r in report.repairs] == ["synthetic"]
+        assert out["messages"][2]["content"][0]["content"] == MISSING_RESULT_TEXT
+        assert toolkeep.validate(out["messages"], "anthropic") == []
+
+    def test_chat_request(self, session: Session) -> None:
+        """A Chat Completions request: its ``messages`` detected as Chat's."""
+        request = {
+            "model": "gpt-5",
+            "messages": [{"role": "system", "content": "Be brief."}, oa_user(), oa_assistant(("c1", "ls"))],
+            "tools": [{"type": "function", "function": {"name": "ls", "parameters": {"type": "object"}}}],
+            "parallel_tool_calls": False,
+        }
+        out, report = prepare(session, request)
+        same_fields(out, request, "messages")
+        assert report.format == "openai-chat"
+        assert out["messages"][3] == oa_tool("c1", MISSING_RESULT_TEXT)
+
+    def test_responses_request(self, session: Session) -> None:
+        """``input`` is read as Responses items whatever else the request says."""
+        request = {
+            "model": "gpt-5",
+            "instructions": "You are a coding agent.",
+            "input": [{"role": "user", "content": "go"}, responses_call("c1"), responses_output("zz")],
+            "store": False,
+        }
+        out, report = prepare(session, request)
+        same_fields(out, request, "input")
+        assert report.format == "openai-responses"
+        assert out["input"] == [
+            request["input"][0],
+            request["input"][1],
+            responses_output("c1", MISSING_RESULT_TEXT),
+        ]
+        assert sorted(r.kind for r in report.repairs) == ["orphans_removed", "synthetic"]
+
+    @pytest.mark.parametrize("key", ["previous_response_id", "conversation"])
+    def test_responses_request_continuing_server_state(self, key: str, session: Session) -> None:
+        """With ``previous_response_id`` or ``conversation`` the input holds only the new items:
+        an output whose call the server keeps is carried, not removed as an orphan."""
+        value: Any = "resp_123" if key == "previous_response_id" else {"id": "conv_123"}
+        request = {"model": "gpt-5", key: value, "input": [responses_output("call_stored", "42")]}
+        out, report = prepare(session, request)
+        assert out == request and out["input"][0] is request["input"][0]
+        assert report.repairs == []
+        alone, alone_report = prepare(session, {"model": "gpt-5", key: None, "input": request["input"]})
+        assert alone["input"] == [] and [r.kind for r in alone_report.repairs] == ["orphans_removed"]
+
+    def test_responses_continuation_with_the_format_named(self, session: Session) -> None:
+        """Naming ``openai-responses`` keeps the continuation; a format object is used as given."""
+        request = {"previous_response_id": "resp_1", "input": [responses_output("call_stored")]}
+        assert prepare(session, request, "openai-responses").request == request
+        out, _ = prepare(session, request, OpenAIResponsesFormat())
+        assert out["input"] == []
+
+    @pytest.mark.parametrize("key", ["input", "contents"])
+    def test_plain_string_history_passes_through(self, key: str, session: Session) -> None:
+        """A string ``input`` (Responses) or ``contents`` (google-genai) is one user turn: the
+        request comes back equal, the string the same object, an empty report."""
+        request = {"model": "m", key: "Summarize the repo.", "instructions": "Be brief."}
+        out, report = prepare(session, request)
+        assert out == request and out[key] is request[key]
+        assert report.format == ("openai-responses" if key == "input" else "gemini")
+        assert report.to_dict() == toolkeep.Report(format=report.format).to_dict()
+
+    @pytest.mark.parametrize("spelling", ["camel", "snake"])
+    def test_gemini_request(self, spelling: str, session: Session) -> None:
+        """A Gemini request with its system instruction (REST camelCase, or google-genai's
+        arguments with ``config``): ``contents`` repaired, the rest as it was."""
+        call = "functionCall" if spelling == "camel" else "function_call"
+        contents = [
+            {"role": "user", "parts": [{"text": "go"}]},
+            {"role": "model", "parts": [{call: {"name": "ls", "args": {}}}]},
+            {"role": "user", "parts": [{"text": "well?"}]},
+        ]
+        instruction = {"parts": [{"text": "You are a coding agent."}]}
+        if spelling == "camel":
+            request = {
+                "contents": contents,
+                "systemInstruction": instruction,
+                "generationConfig": {"temperature": 0},
+            }
+        else:
+            request = {
+                "model": "gemini-2.5-pro",
+                "contents": contents,
+                "config": {"system_instruction": instruction},
+            }
+        out, report = prepare(session, request)
+        same_fields(out, request, "contents")
+        assert report.format == "gemini" and [r.kind for r in report.repairs] == ["synthetic"]
+        assert toolkeep.validate(out["contents"], "gemini") == []
+
+    def test_the_request_is_rebuilt_even_unchanged(self, session: Session) -> None:
+        """A valid history comes back as the same message objects in a new request object."""
+        request = {"model": "m", "messages": [user("go"), assistant(tool_use("t")), user(tool_result("t"))]}
+        out, report = prepare(session, request)
+        assert out == request and out["messages"] is not request["messages"]
+        assert all(a is b for a, b in zip(out["messages"], request["messages"], strict=True))
+        assert not report.changed
+
+    def test_list_prepare_is_unchanged(self, session: Session) -> None:
+        """A list is a history as before: a ``Prepared`` list comes back, not a request."""
+        out, _ = session.prepare([user("go")])
+        assert out == [user("go")]
+
+
+class TestSession:
+    def test_growing_request_matches_a_fresh_run(self, tmp_path: Path) -> None:
+        """Request after request, a session sends for each what a fresh one would."""
+        messages: list[Any] = [user("go")]
+        with Session(toolkeep.Config(), workspace=tmp_path / "a") as session:
+            for n in range(6):
+                messages = [
+                    *messages,
+                    assistant(tool_use(f"t{n}", "read")),
+                    user(tool_result(f"t{n}", f"{n} " * 4_000)),
+                    {"role": "system", "content": f"<system-reminder>turn {n}</system-reminder>"},
+                ]
+                request = {"model": "m", "thinking": {"type": "adaptive"}, "messages": messages}
+                out, report = session.prepare(request)
+                with Session(toolkeep.Config(), workspace=tmp_path / "a") as fresh:
+                    again, fresh_report = fresh.prepare(request)
+                assert json.dumps(out) == json.dumps(again)
+                assert report.to_dict() == fresh_report.to_dict()
+        assert any("[Old tool result cleared" in json.dumps(m) for m in out["messages"])
+
+
+class TestReadRequest:
+    def test_where_the_history_is(self) -> None:
+        """Key, history and continuation, as read."""
+        request = read_request({"input": [], "previous_response_id": "r"})
+        assert (request.key, request.history, request.continues) == ("input", [], True)
+        assert read_request({"messages": [], "previous_response_id": "r"}).continues is False
+        assert read_request({"contents": "hi"}).history is None
+
+    def test_format(self) -> None:
+        """The format each key implies for ``auto``; a name or a format given stays."""
+        assert read_request({"messages": []}).format() == "auto"
+        assert read_request({"messages": []}).format("openai-chat") == "openai-chat"
+        assert read_request({"contents": []}).format() == "gemini"
+        plain = read_request({"input": []})
+        assert plain.format() == "openai-responses"
+        continued = read_request({"input": [], "conversation": "conv_1"}).format()
+        assert isinstance(continued, OpenAIResponsesFormat) and continued.previous_response
+        assert read_request({"input": [], "conversation": "c"}).format() is continued
+
+    def test_validate_request(self) -> None:
+        """Violations of the history, read as the request says."""
+        assert [v.rule for v in validate_request({"messages": [user("go"), assistant(tool_use("t"))]})] == [
+            "missing_result"
+        ]
+        assert validate_request({"input": [responses_output("s")], "previous_response_id": "r"}) == []
+        assert [v.rule for v in validate_request({"input": [responses_output("s")]})] == ["orphan_result"]
+        assert validate_request({"input": "hi"}) == []
