@@ -22,8 +22,9 @@ except ImportError:  # pragma: no cover - exercised only without the extra
     raise SystemExit(2) from None
 
 from .. import __version__
-from ..exceptions import ToolkeepError
+from ..exceptions import FormatError, ToolkeepError
 from ..formats import FORMATS
+from ..requests import read_request
 
 __all__ = [
     "InputError",
@@ -31,8 +32,8 @@ __all__ = [
     "dumps",
     "format_option",
     "main",
+    "read_document",
     "read_json",
-    "split_request",
     "unreadable_json",
     "write_output",
 ]
@@ -86,19 +87,22 @@ def unreadable_json(exc: ValueError | RecursionError) -> str:
     return f"invalid JSON: {exc}"
 
 
-def split_request(document: Any, source: str) -> tuple[list[Any], Callable[[list[Any]], Any]]:
-    """The message list of a document, and how to put a new list back in its place.
-
-    A document is a message list, or a request object with a ``messages`` list.
-    """
+def read_document(source: str) -> list[Any] | dict[str, Any]:
+    """The JSON document in ``source``: a message list, or a request object whose history can be
+    found (:mod:`toolkeep.requests`); anything else is an :class:`InputError`."""
+    document = read_json(source)
     if isinstance(document, list):
-        return document, lambda messages: messages
-    if isinstance(document, dict) and isinstance(document.get("messages"), list):
-        return document["messages"], lambda messages: {**document, "messages": messages}
-    raise InputError(
-        f"{source}: expected a JSON list of messages or an object with a 'messages' list, "
-        f"got {type(document).__name__}"
-    )
+        return document
+    expected = "expected a JSON list of messages or a request object"
+    if not isinstance(document, dict):
+        raise InputError(
+            f"{source}: {expected} (with 'messages', 'input' or 'contents'), got {type(document).__name__}"
+        )
+    try:
+        read_request(document)
+    except FormatError as exc:
+        raise InputError(f"{source}: {expected}: {exc}") from None
+    return document
 
 
 def dumps(value: Any, indent: int | None) -> bytes:

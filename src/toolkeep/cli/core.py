@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
+from typing import Any
 
 import click
 
 from ..config import Config
 from ..formats import validate
+from ..requests import read_request, validate_request
 from ..session import Session
 from ..workspace import Workspace
-from ._app import cli, dumps, format_option, read_json, split_request, write_output
+from ._app import cli, dumps, format_option, read_document, write_output
 
 
 @cli.command()
@@ -32,15 +35,16 @@ def prepare(
     indent: int | None,
     store_url: str | None,
 ) -> None:
-    """Repair, budget and compact the history in IN (a JSON file, - for stdin)."""
-    messages, rebuild = split_request(read_json(source), source)
+    """Repair, budget and compact the history in IN (a JSON file, - for stdin): a message list,
+    or a request object, written back in its shape with every other field as it was."""
+    document = read_document(source)
     config = Config.from_env()
     ws = Workspace(workspace, keep=True)
     if workspace is None:
         click.echo(f"toolkeep: session workspace: {ws.path}", err=True)
     with Session(config, workspace=ws, store=store_url) as session:
-        prepared, report = session.prepare(messages, format=format_name)
-    write_output(output, dumps(rebuild(prepared), indent))
+        prepared, report = session.prepare(document, format=format_name)
+    write_output(output, dumps(prepared, indent))
     if report_path:
         write_output(report_path, dumps(report.to_dict(), 2))
     if report.save_errors:
@@ -58,12 +62,23 @@ def prepare(
 @click.argument("source", metavar="IN")
 @format_option
 def validate_command(source: str, format_name: str) -> None:
-    """Check IN against its provider's pairing rules; exit 1 if any is broken."""
-    messages, _ = split_request(read_json(source), source)
-    violations = validate(messages, format=format_name)
+    """Check IN (a message list or a request object) against its provider's pairing rules; exit 1
+    if any is broken."""
+    document = read_document(source)
+    history: Sequence[Any] | None
+    if isinstance(document, list):
+        key, history = "messages", document
+        violations = validate(document, format=format_name)
+    else:
+        request = read_request(document)
+        key, history = request.key, request.history
+        violations = validate_request(document, format=format_name)
     for v in violations:
-        click.echo(f"messages[{v.index}]\t{v.id if v.id is not None else '-'}\t{v.rule}\t{v.message}")
+        click.echo(f"{key}[{v.index}]\t{v.id if v.id is not None else '-'}\t{v.rule}\t{v.message}")
     if violations:
         click.echo(f"toolkeep: {len(violations)} violation(s)", err=True)
         sys.exit(1)
-    click.echo(f"valid: {len(messages)} messages, no pairing violations")
+    if history is None:
+        click.echo(f"valid: {key!r} is plain text, no pairing violations")
+    else:
+        click.echo(f"valid: {len(history)} messages, no pairing violations")
