@@ -20,6 +20,8 @@ from hypothesis import strategies as st
 
 __all__ = [
     "SIZES",
+    "agent_anthropic_histories",
+    "agent_histories",
     "anthropic_histories",
     "anthropic_turns",
     "assistant",
@@ -190,6 +192,130 @@ def anthropic_histories(draw: st.DrawFn, sdk: bool = False, max_blocks: int = 6)
     return messages
 
 
+_SIGNATURE = "EqQBCkYIBxgCKkBzaWduZWQtYnktdGhlLXN0cmF0ZWd5"
+_SERVER_RESULTS = (
+    ("web_search", {"query": "q"}, "web_search_tool_result", []),
+    ("web_fetch", {"url": "https://x.test"}, "web_fetch_tool_result", {"type": "web_fetch_tool_error", "error_code": "url_not_accessible"}),
+    ("bash_code_execution", {"command": "ls"}, "bash_code_execution_tool_result", {"type": "bash_code_execution_result", "stdout": "a.py", "stderr": "", "return_code": 0, "content": []}),
+    ("code_execution", {"code": "1"}, "code_execution_tool_result", {"type": "code_execution_result", "stdout": "1", "stderr": "", "return_code": 0, "content": []}),
+)  # fmt: skip
+
+
+@st.composite
+def _thinking(draw: st.DrawFn, n: int) -> dict[str, Any]:
+    if draw(st.booleans()):
+        return {"type": "thinking", "thinking": f"step {n}: look first", "signature": f"{_SIGNATURE}{n}"}
+    return {"type": "redacted_thinking", "data": f"EmwKAhgB{n}"}
+
+
+@st.composite
+def _server_blocks(draw: st.DrawFn, n: int) -> list[dict[str, Any]]:
+    """A server tool's use with the result the server wrote after it, or an MCP call's pair."""
+    if draw(st.integers(0, 4)) == 0:
+        use_id = f"mcptoolu_{n}"
+        return [
+            {"type": "mcp_tool_use", "id": use_id, "name": "query", "server_name": "db", "input": {}},
+            {
+                "type": "mcp_tool_result",
+                "tool_use_id": use_id,
+                "content": [{"type": "text", "text": "3 rows"}],
+            },
+        ]
+    name, arguments, kind, content = draw(st.sampled_from(_SERVER_RESULTS))
+    use_id = f"srvtoolu_{n}"
+    return [
+        {"type": "server_tool_use", "id": use_id, "name": name, "input": arguments},
+        {"type": kind, "tool_use_id": use_id, "content": content},
+    ]
+
+
+def _kept_by_pairing(message: dict[str, Any]) -> bool:
+    """True when pairing repair keeps ``message``: something in it is neither a result, nor blank
+    text (replaced, not dropped, in a user message), nor a call without an id."""
+    content = message["content"]
+    if isinstance(content, str):
+        return message["role"] == "user" or bool(content.strip())
+    for b in content:
+        if b["type"] == "tool_use":
+            if b["id"]:
+                return True
+        elif b["type"] != "tool_result" and not (
+            message["role"] == "assistant" and b["type"] == "text" and not b["text"].strip()
+        ):
+            return True
+    return False
+
+
+def _results_only(message: dict[str, Any]) -> bool:
+    content = message["content"]
+    return isinstance(content, list) and all(b["type"] in ("tool_result", "text") for b in content)
+
+
+@st.composite
+def agent_anthropic_histories(draw: st.DrawFn, max_blocks: int = 6) -> list[Any]:
+    """A broken Anthropic history as agents such as Claude Code send it: :func:`anthropic_histories`
+    with thinking or redacted thinking first in assistant messages (after a compaction block, at
+    times), server and MCP tool blocks among the calls, a turn paused on a server tool use,
+    container uploads in user messages, and system messages. A system message stands where the
+    API takes one (after a user message pairing keeps, before an assistant message it keeps, or
+    last), or between calls and the one user message of their results, where pairing must move
+    the results before it."""
+    base = draw(anthropic_histories(max_blocks=max_blocks))
+    messages: list[dict[str, Any]] = []
+    for n, m in enumerate(base):
+        content = m["content"]
+        if m["role"] == "assistant":
+            head = [{"type": "compaction", "content": f"summary {n}"}] if draw(st.integers(0, 7)) == 0 else []
+            if draw(st.booleans()):
+                head.append(draw(_thinking(n)))
+            body = list(content)
+            if draw(st.integers(0, 2)) == 0:
+                at = draw(st.integers(0, len(body)))
+                body[at:at] = draw(_server_blocks(n))
+            if not any(b["type"] == "tool_use" for b in body) and draw(st.integers(0, 3)) == 0:
+                body.append(
+                    {"type": "server_tool_use", "id": f"srvtoolu_p{n}", "name": "web_search", "input": {}}
+                )
+            m = {**m, "content": head + body}
+        elif isinstance(content, list) and draw(st.integers(0, 4)) == 0:
+            m = {**m, "content": [*content, {"type": "container_upload", "file_id": f"file_{n}"}]}
+        messages.append(m)
+    out: list[dict[str, Any]] = []
+    between = -1  # the message a system message was put before (it moves after it)
+    for i, m in enumerate(messages):
+        out.append(m)
+        nxt = messages[i + 1] if i + 1 < len(messages) else None
+        after = messages[i + 2] if i + 2 < len(messages) else None
+        ahead_kept = nxt is None or (nxt["role"] == "assistant" and _kept_by_pairing(nxt))
+        if m["role"] == "user" and _kept_by_pairing(m) and ahead_kept and between != i:
+            if draw(st.integers(0, 2)) == 0:
+                out.append(
+                    {"role": "system", "content": f"<system-reminder>after message {i}</system-reminder>"}
+                )
+        elif (
+            m["role"] == "assistant"
+            and any(b["type"] == "tool_use" and b["id"] for b in m["content"])
+            and nxt is not None
+            and _results_only(nxt)
+            and (after is None or (after["role"] == "assistant" and _kept_by_pairing(after)))
+            and draw(st.booleans())
+        ):
+            out.append({"role": "system", "content": [{"type": "text", "text": f"between calls {i}"}]})
+            between = i + 1
+    if draw(st.booleans()):  # a reminder that came between the calls and their results
+        calls = [
+            tool_use(f"toolu_s{k}", name)
+            for k, name in enumerate(draw(st.lists(st.sampled_from(TOOL_NAMES), min_size=1, max_size=2)))
+        ]
+        tail = [{"type": "text", "text": "and then?"}] if draw(st.booleans()) else []
+        out += [
+            assistant(draw(_thinking(len(out))), *calls),
+            {"role": "system", "content": "<system-reminder>a file changed</system-reminder>"},
+            user(*draw(st.permutations([tool_result(c["id"], draw(result_texts())) for c in calls])), *tail),
+        ]
+    return out
+
+
 def sdk_anthropic_histories(max_blocks: int = 6) -> st.SearchStrategy[list[Any]]:
     """Broken Anthropic histories using only what ``anthropic.types.MessageParam`` describes."""
     return anthropic_histories(sdk=True, max_blocks=max_blocks)
@@ -269,6 +395,15 @@ def histories(max_blocks: int = 6) -> st.SearchStrategy[tuple[str, list[Any]]]:
     return st.one_of(
         anthropic_histories(max_blocks=max_blocks).map(lambda h: ("anthropic", h)),
         openai_chat_histories(max_blocks=max_blocks).map(lambda h: ("openai-chat", h)),
+    )
+
+
+def agent_histories(max_blocks: int = 6) -> st.SearchStrategy[tuple[str, list[Any]]]:
+    """:func:`histories`, and Anthropic histories as agents send them
+    (:func:`agent_anthropic_histories`)."""
+    return st.one_of(
+        histories(max_blocks=max_blocks),
+        agent_anthropic_histories(max_blocks=max_blocks).map(lambda h: ("anthropic", h)),
     )
 
 

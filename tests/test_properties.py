@@ -18,14 +18,15 @@ from toolkeep.messages import ToolResultPart
 from toolkeep.pipeline import POLICIES
 from toolkeep.shorten import CCR_MARKER_RE, archive_key
 
-from .strategies import empty_assistant_histories, histories, long_sessions, property_settings
+from .strategies import agent_histories, empty_assistant_histories, long_sessions, property_settings
 
 TOOLKEEP = [sys.executable, "-m", "toolkeep"]
 
 
 def broken_histories() -> st.SearchStrategy[tuple[str, list[Any]]]:
-    """Broken histories in either format, some with empty assistant messages put in."""
-    return st.one_of(histories(), empty_assistant_histories(("anthropic", "openai-chat")))
+    """Broken histories in either format, Anthropic ones also as agents send them, some with empty
+    assistant messages put in."""
+    return st.one_of(agent_histories(), empty_assistant_histories(("anthropic", "openai-chat")))
 
 
 def result_texts(fmt: str, messages: list[Any]) -> list[str]:
@@ -69,7 +70,7 @@ class TestPrepareProperties:
         assert json.dumps(other) == json.dumps(once)
 
     @property_settings(60)
-    @given(case=histories())
+    @given(case=agent_histories())
     def test_every_shortened_result_is_recoverable(
         self, case: tuple[str, list[Any]], tmp_path_factory: Any
     ) -> None:
@@ -96,7 +97,7 @@ class TestPrepareProperties:
 
 class TestAcrossProcesses:
     @property_settings(8)
-    @given(case=histories(max_blocks=4))
+    @given(case=agent_histories(max_blocks=4))
     def test_two_cli_processes_share_a_workspace_byte_identically(
         self, case: tuple[str, list[Any]], tmp_path_factory: Any
     ) -> None:
@@ -184,37 +185,58 @@ def untouched_parts(fmt: str, messages: list[Any]) -> list[str]:
     """What the pipeline must carry as it is: every block that is neither a call nor a result
     nor blank text, which Anthropic refuses and pairing drops (or makes "(continue)" where a
     message held nothing else; the generated histories never say it) (Anthropic; a string
-    content counts as one text block), or every user/system message and assistant text (OpenAI
-    Chat), in order, as JSON."""
+    content counts as one text block; thinking, server and MCP blocks, uploads and compaction
+    included), then apart the system messages, which pairing moves after the results a system
+    message stood before, or every user/system message and assistant text (OpenAI Chat), in
+    order, as JSON."""
     out = []
+    systems = []
     for m in messages:
         if fmt == "anthropic":
             content = m["content"]
             blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
-            out += [
+            (systems if m["role"] == "system" else out).extend(
                 json.dumps(b)
                 for b in blocks
                 if b.get("type") not in ("tool_use", "tool_result")
                 and not (b.get("type") == "text" and b["text"].strip() in ("", "(continue)"))
-            ]
+            )
         elif m["role"] in ("user", "system"):
             out.append(json.dumps(m))
         elif m["role"] == "assistant" and m.get("content"):
             out.append(json.dumps(m["content"]))
-    return out
+    return [*out, "systems:", *systems]
+
+
+def thinking_leads(fmt: str, messages: list[Any]) -> bool:
+    """True when no thinking block of an Anthropic assistant message comes after anything but a
+    compaction block or other thinking (the API wants thinking first)."""
+    for m in messages if fmt == "anthropic" else []:
+        if m["role"] != "assistant" or isinstance(m["content"], str):
+            continue
+        other = False
+        for b in m["content"]:
+            if b["type"] in ("thinking", "redacted_thinking"):
+                if other:
+                    return False
+            elif b["type"] != "compaction":
+                other = True
+    return True
 
 
 class TestCarried:
     @property_settings(60)
-    @given(case=histories())
+    @given(case=agent_histories())
     def test_untouched_parts_round_trip_in_order(
         self, case: tuple[str, list[Any]], tmp_path_factory: Any
     ) -> None:
-        """Images, text, cache_control, unknown blocks and keys outside calls and results come out
-        exactly as they went in, in the same order."""
+        """Images, text, cache_control, unknown blocks and keys outside calls and results, thinking
+        (first in its message), server and MCP tool blocks, uploads, compaction and system messages
+        come out exactly as they went in, in the same order."""
         fmt, history = case
         out, _ = prepared_with(tmp_path_factory.mktemp("ws"), fmt, history)
         assert untouched_parts(fmt, out) == untouched_parts(fmt, history)
+        assert thinking_leads(fmt, history) and thinking_leads(fmt, out)
 
 
 SMALL = toolkeep.Config(
@@ -235,7 +257,7 @@ SHORTENED = ("chars omitted", "[TRUNCATED ", "[Old tool result cleared -- ")
 
 class TestBudgetHolds:
     @property_settings(60)
-    @given(case=histories())
+    @given(case=agent_histories())
     def test_every_result_and_turn_within_small_limits(
         self, case: tuple[str, list[Any]], tmp_path_factory: Any
     ) -> None:
