@@ -240,6 +240,16 @@ class TestSystemMessagesAndPairing:
         assert [m for m in out_systems if m["role"] != "system"] == out_plain
         assert report_systems.to_dict() == report_plain.to_dict()
 
+    def test_two_system_messages_around_the_results(self) -> None:
+        """A system message before the results and another after them: the results go right
+        after their call and both system messages keep their text and order, side by side, which
+        the validator reports (the only repair left would merge them)."""
+        first, second = system("before"), system("after")
+        history = [user("go"), assistant(tool_use("t1")), first, user(tool_result("t1")), second]
+        out, _ = prepared(history)
+        assert out == [history[0], history[1], history[3], first, second]
+        assert rules(out) == [(4, "system_placement")]
+
     @pytest.mark.xfail(
         strict=True,
         reason="pairing drops a user message left empty by orphan removal, and the system "

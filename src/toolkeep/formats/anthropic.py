@@ -13,7 +13,10 @@ message (it is never taken for an orphan), and :meth:`AnthropicFormat.pack_resul
 results in the first user message after the calls' system messages, those system messages right
 after it: what the API accepts, with nothing else moved. toolkeep changes a system message in no
 other way (a blank one says ``(continue)``, as any blank text does); :meth:`AnthropicFormat.validate`
-reports the placement rules as ``system_placement`` but no step repairs them.
+reports the placement rules as ``system_placement`` but no step repairs them. Two breaches stay
+as the validator reports them: a system message between calls and results with another right after
+the results (moved, the two would stand side by side; merged, both would change), and a system
+message after a user message that held only orphan results (pairing drops that message).
 
 **Blocks toolkeep does not manage** load as :class:`~toolkeep.messages.OpaquePart` s, carried by
 reference in their place: never a call, never a result, never reordered: ``thinking`` and
