@@ -185,6 +185,14 @@ class TestSession:
                 assert report.to_dict() == fresh_report.to_dict()
         assert any("[Old tool result cleared" in json.dumps(m) for m in out["messages"])
 
+    def test_a_closed_session_refuses_requests(self, tmp_path: Path) -> None:
+        """A request object, string history included, meets the same closed door as a list."""
+        session = Session(toolkeep.Config(), workspace=tmp_path / "ws")
+        session.close()
+        for request in ({"messages": [user("go")]}, {"input": "hi"}):
+            with pytest.raises(toolkeep.SessionClosedError):
+                session.prepare(request)
+
 
 class TestReadRequest:
     def test_where_the_history_is(self) -> None:
