@@ -7,6 +7,9 @@ behind other content are moved back next to their call. Where the provider says 
 refuses is renamed (with its results) and a text block that is empty or only whitespace dropped.
 A block that is already valid for its provider is left exactly as it is, down to the order of its
 results.
+
+With ``Config(keep_orphans=True)`` a result that answers no call of its block stays where it is
+(the history is known to be partial).
 """
 
 from __future__ import annotations
@@ -313,6 +316,9 @@ def _repair_block(block: _Block, ctx: StepContext, seen: set[str]) -> list[Messa
                 taken.add(k)
                 break
     orphans = [loc for k, loc in enumerate(located) if k not in taken]
+    stays = _kept_orphans(block, ctx, orphans)
+    if stays:
+        orphans = [loc for loc in orphans if (loc[0], loc[1]) not in stays]
     missing = [n for n in range(len(calls)) if n not in claimed]
     relocated = [loc for loc in claimed.values() if loc[3]]
     renamed = any(call.id != carried for call, carried in calls)
@@ -338,13 +344,26 @@ def _repair_block(block: _Block, ctx: StepContext, seen: set[str]) -> list[Messa
             report.add_repair("synthetic", call.id, block.start)
             results.append(synthetic_result(call))
     rest: list[Message] = []
-    for _, m in block.rest:
-        kept = [p for p in m.parts if not isinstance(p, ToolResultPart)]
+    for pos, (_, m) in enumerate(block.rest):
+        kept = [p for j, p in enumerate(m.parts) if not isinstance(p, ToolResultPart) or (pos, j) in stays]
         if len(kept) == len(m.parts):
             rest.append(m)
         elif kept:
             rest.append(m.with_parts(kept))
     return head + (ctx.format.pack_results(results, rest) if results else rest)
+
+
+def _kept_orphans(
+    block: _Block, ctx: StepContext, orphans: list[tuple[int, int, ToolResultPart, bool]]
+) -> set[tuple[int, int]]:
+    """Where the orphans that ``keep_orphans`` leaves in place sit (``(message, part)`` in
+    ``block.rest``): those that answer no call of the block's assistant message. A second result
+    for one of its calls, or the result of a call pruned from it, still goes: its call is in the
+    history, so the provider would refuse it."""
+    if not orphans or not ctx.config.keep_orphans:
+        return set()
+    own = {c.id for c in block.assistant.calls} if block.assistant is not None else set()
+    return {(pos, j) for pos, j, p, _ in orphans if p.call_id not in own}
 
 
 def _misplaced(
