@@ -22,10 +22,10 @@ assistant message, so the mapping is:
   holds ``item_reference`` items, an output whose call is not in the input answers a call the
   server has stored: it is carried the same way, never removed as an orphan.
 
-Two runs that pairing repair leaves side by side (the output items between them were orphans) get
-the user message ``(continue)`` between them: dumped as one run they would count as one turn on
-the next ``prepare``, every older result would be a turn younger, and a result on a
-microcompaction boundary would come out differently (not idempotent).
+Two runs that pairing repair leaves side by side (the output items between them were orphans)
+read as one run on the next load, so pairing joins them (the rules say
+``adjacent_turns_join``): nothing is put between them, and the next ``prepare`` counts the turns
+this one aged results by.
 
 A changed run is dumped part by part; a reasoning item left without any item after it (its call
 was pruned as a duplicate) is dropped with it, since the API refuses a reasoning item "without its
@@ -36,7 +36,6 @@ id to its reasoning item and to the stored response, and a renamed call is neith
 
 from __future__ import annotations
 
-import copy
 import json
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -44,7 +43,6 @@ from typing import Any
 from ..exceptions import FormatError
 from ..messages import History, Message, OpaquePart, Part, ToolCallPart, ToolResultPart
 from ._base import (
-    CONTINUE_TEXT,
     Answer,
     Format,
     FormatRules,
@@ -62,7 +60,7 @@ from ._base import (
     results_as_tool_messages,
 )
 
-__all__ = ["CONTINUE_ITEM", "OpenAIResponsesFormat"]
+__all__ = ["OpenAIResponsesFormat"]
 
 _CALLS = {"function_call": "function_call_output", "custom_tool_call": "custom_tool_call_output"}
 _OUTPUTS = {v: k for k, v in _CALLS.items()}
@@ -73,12 +71,6 @@ _MODEL_SIDE = {
 }  # fmt: skip
 _DISTINCT = {*_CALLS, *_OUTPUTS, *_MODEL_SIDE, "message"}
 _INPUT_ROLES = {"user": "user", "system": "system", "developer": "system"}
-CONTINUE_ITEM: dict[str, Any] = {
-    "type": "message",
-    "role": "user",
-    "content": [{"type": "input_text", "text": CONTINUE_TEXT}],
-}
-"""Put between two runs that pairing repair left side by side, so they stay two turns."""
 _RUN = "run"  # meta key of a placeholder: index of the message holding its run
 _INDEXES = "indexes"  # meta key of a run: input index of each of its parts
 
@@ -132,7 +124,7 @@ class OpenAIResponsesFormat(Format):
     """OpenAI Responses API ``input`` items (dicts, as the SDK's ``ResponseInputItemParam``)."""
 
     name = "openai-responses"
-    rules = FormatRules(unique_call_ids=True, editable_arguments=True)
+    rules = FormatRules(unique_call_ids=True, editable_arguments=True, adjacent_turns_join=True)
 
     def __init__(self, *, previous_response: bool = False) -> None:
         self.previous_response = previous_response
@@ -243,17 +235,13 @@ class OpenAIResponsesFormat(Format):
             if m.role == "assistant"
             for c in m.calls
         }
-        previous = ""
         after_outputs: list[Any] = []  # items of new kinds that ended a changed run
         for m in history:
             if _RUN in m.meta:
                 continue
             if m.role != "tool" and after_outputs:
-                out.extend(after_outputs)  # (a run right after still gets its "(continue)")
+                out.extend(after_outputs)
                 after_outputs = []
-            if m.role == "assistant" and previous == "assistant":
-                out.append(copy.deepcopy(CONTINUE_ITEM))
-            previous = m.role
             if m.role == "assistant":
                 items, after_outputs = self._dump_run(m)
                 out.extend(items)

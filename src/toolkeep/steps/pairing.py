@@ -9,7 +9,8 @@ A block that is already valid for its provider is left exactly as it is, down to
 results.
 
 With ``Config(keep_orphans=True)`` a result that answers no call of its block stays where it is
-(the history is known to be partial).
+(the history is known to be partial). Where the format's rules say ``adjacent_turns_join``, two
+assistant messages left side by side (what stood between them was removed) are joined into one.
 """
 
 from __future__ import annotations
@@ -81,6 +82,27 @@ def _repair_pairing(history: History, ctx: StepContext) -> History:
         if key is not None and anchor is not None:
             given = [c.id for m in messages if m.role == "assistant" for c in m.calls]
             ctx.memo.put("pairing", anchor, (messages, repairs[first:], given), key)
+    return _joined_turns(out, ctx.format) if ctx.format.rules.adjacent_turns_join else out
+
+
+def _joined_turns(history: History, fmt: Format) -> History:
+    """``history`` with every assistant message that follows another with nothing between them
+    joined to it (formats whose rules say ``adjacent_turns_join``). "Nothing" is messages that
+    hold no parts and that the format sends as nothing (``message_chars`` 0: the placeholders of
+    a Responses run); they go with the join."""
+    out: History = []
+    last = -1  # where the assistant message sits that the next one would join, or -1
+    for m in history:
+        if m.role == "assistant" and last >= 0:
+            joined = out[last]
+            del out[last + 1 :]
+            out[last] = joined.with_parts([*joined.parts, *m.parts])
+            continue
+        if m.role == "assistant":
+            last = len(out)
+        elif last >= 0 and (m.parts or fmt.message_chars(m) != 0):
+            last = -1
+        out.append(m)
     return out
 
 
