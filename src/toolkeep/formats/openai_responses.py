@@ -66,7 +66,7 @@ from ._base import (
     results_as_tool_messages,
 )
 
-__all__ = ["OpenAIResponsesFormat"]
+__all__ = ["OpenAIResponsesFormat", "outputs_only"]
 
 _CALLS = {"function_call": "function_call_output", "custom_tool_call": "custom_tool_call_output"}
 _OUTPUTS = {v: k for k, v in _CALLS.items()}
@@ -132,6 +132,26 @@ def _model_sides(items: list[Mapping[str, Any]]) -> list[bool]:
             nxt = next((s for s in sides[i + 1 :] if s != "unknown"), "input")
             model[i] = nxt == "model"
     return model
+
+
+def outputs_only(items: Sequence[Any]) -> bool:
+    """True when ``items`` (plain dicts) hold a call output and nothing the model wrote (no
+    assistant message, call, reasoning or server item, no item of a kind toolkeep does not know):
+    an input that can only answer calls stored on the server, such as the Agents SDK sends a run
+    whose conversation the server keeps, after its first request.
+
+    >>> outputs_only([{"type": "function_call_output", "call_id": "c1", "output": "ok"}])
+    True
+    >>> outputs_only([{"type": "function_call", "call_id": "c1", "name": "ls", "arguments": "{}"},
+    ...               {"type": "function_call_output", "call_id": "c1", "output": "ok"}])
+    False
+    """
+    answers = False
+    for item in items:
+        if not isinstance(item, Mapping) or _side(item) != "input":
+            return False
+        answers = answers or _kind(item) in _OUTPUTS
+    return answers
 
 
 class OpenAIResponsesFormat(Format):
