@@ -17,6 +17,8 @@ NUMBERS = [
     ("summarize_turns", "TOOLKEEP_MICROCOMPACT_SUMMARIZE_TURNS", "CHATCLI_MICROCOMPACT_SUMMARIZE_TURNS", 4),
 ]
 ALL = [*NUMBERS, ("keep_tmpdir", "TOOLKEEP_KEEP_TMPDIR", "CHATCLI_AGENT_KEEP_TMPDIR", False)]
+# settings ChatCLI never had: a TOOLKEEP_* variable and no fallback
+TOOLKEEP_ONLY = [("keep_orphans", "TOOLKEEP_KEEP_ORPHANS", False)]
 
 
 class TestDefaults:
@@ -32,10 +34,13 @@ class TestDefaults:
         assert {"write", "edit", "patch", "bash", "shell", "exec", "run"} <= c.preserve_tools
 
     def test_variable_table(self) -> None:
-        """The variables and their ChatCLI fallbacks are exactly the SPEC's table."""
+        """The variables and their ChatCLI fallbacks are exactly the SPEC's table, plus the
+        variables of toolkeep's own settings (no fallback)."""
         assert {name: pair for name, pair in ENV_VARIABLES.items()} == {
-            name: (primary, fallback) for name, primary, fallback, _ in ALL
+            **{name: (primary, fallback) for name, primary, fallback, _ in ALL},
+            **{name: (primary,) for name, primary, _ in TOOLKEEP_ONLY},
         }
+        assert all(getattr(Config(), name) == default for name, _, default in TOOLKEEP_ONLY)
 
     def test_empty_environment_gives_defaults(self) -> None:
         """With no variables set, from_env equals the plain defaults."""
@@ -75,6 +80,16 @@ class TestEnvironment:
     def test_keep_tmpdir_booleans(self, var: str, text: str, value: bool) -> None:
         """The keep switch reads the usual spellings of true and false."""
         assert Config.from_env({var: text}).keep_tmpdir is value
+
+    @pytest.mark.parametrize(("text", "value"), [("true", True), ("on", True), ("0", False), ("no", False)])
+    def test_keep_orphans_booleans(self, text: str, value: bool) -> None:
+        """TOOLKEEP_KEEP_ORPHANS reads the same spellings; anything else names the variable."""
+        assert Config.from_env({"TOOLKEEP_KEEP_ORPHANS": text}).keep_orphans is value
+        assert (
+            Config.from_env({"TOOLKEEP_KEEP_ORPHANS": text}, keep_orphans=not value).keep_orphans is not value
+        )
+        with pytest.raises(ConfigError, match="TOOLKEEP_KEEP_ORPHANS"):
+            Config.from_env({"TOOLKEEP_KEEP_ORPHANS": "sometimes"})
 
     def test_explicit_overrides_win_over_environment(self) -> None:
         """A value given explicitly wins over the environment."""

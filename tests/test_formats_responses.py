@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -120,19 +121,42 @@ class TestRepair:
         assert out[5] == output("c1_2", "2")
         assert [r.kind for r in report.repairs] == ["renamed"]
 
-    def test_runs_left_side_by_side_get_a_continue_message(self, tmp_path: Path) -> None:
-        """Removing the orphan output between two turns puts a fixed user message between them,
-        so the next run still sees two turns (idempotence)."""
+    def test_runs_left_side_by_side_are_joined_without_words_nobody_said(self, tmp_path: Path) -> None:
+        """Removing the orphan output between two turns leaves them side by side, as one run (the
+        Responses API has no alternation rule): no ``(continue)`` message is invented, and the
+        next ``prepare`` finds nothing to change."""
         answer = {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "hi"}]}
         items = [user(), answer, output("gone"), dict(answer)]
-        out, _ = prepared(items, tmp_path)
-        assert out[2] == {
-            "type": "message",
-            "role": "user",
-            "content": [{"type": "input_text", "text": CONTINUE_TEXT}],
-        }
+        out, report = prepared(items, tmp_path)
+        assert out == [items[0], items[1], items[3]]
+        assert out[1] is items[1] and out[2] is items[3]
+        assert CONTINUE_TEXT not in json.dumps(out)
+        assert [r.kind for r in report.repairs] == ["orphans_removed"]
         again, report = prepared(out, tmp_path)
         assert again == out and report.repairs == []
+
+    def test_joined_turns_age_results_as_the_next_request_reads_them(self, tmp_path: Path) -> None:
+        """A result two runs old, one of which an invalid call's pruning joins to the next, is
+        aged by the turns the output holds: one, so it is not truncated, then or on the next
+        ``prepare`` (where a "(continue)" message once kept two turns apart)."""
+        big = "line of output\n" * 400
+        items = [
+            user(),
+            call("c1", "grep"),
+            output("c1", big),
+            _assistant_text("looking"),
+            call("c9", ""),  # no tool name: pruned, and its output with it
+            output("c9"),
+            _assistant_text("done"),
+        ]
+        config = toolkeep.Config(truncate_turns=2, summarize_turns=4, compact_min_chars=100)
+        with toolkeep.Session(config, workspace=tmp_path / "ws") as session:
+            out, report = session.prepare(items, format=FMT)
+            again, again_report = session.prepare(out, format=FMT)
+        assert out == [*items[:4], items[6]]
+        assert out[2]["output"] == big and report.truncated == 0
+        assert again == out and again_report.repairs == []
+        assert [r.kind for r in report.repairs] == ["invalid_calls_pruned", "orphans_removed"]
 
     def test_other_item_kinds_pass_through_in_place(self, tmp_path: Path) -> None:
         """Computer calls and their outputs, and unknown kinds (inside a run or between turns),

@@ -1,7 +1,8 @@
 """Configuration: one keyword-only object, read from the environment in one place.
 
 Explicit values win; what is not given comes from the environment (``TOOLKEEP_*``, with ChatCLI's
-``CHATCLI_*`` names accepted as fallbacks so its users can switch), then from the defaults::
+``CHATCLI_*`` names accepted as fallbacks, where ChatCLI has the setting, so its users can switch),
+then from the defaults::
 
     >>> Config(max_result_chars=10_000).max_result_chars
     10000
@@ -37,8 +38,8 @@ DEFAULT_PRESERVE_TOOLS: frozenset[str] = frozenset(
 )  # fmt: skip
 """Tool names (lower case) whose results microcompaction never shortens."""
 
-# field name -> (primary variable, ChatCLI fallback)
-ENV_VARIABLES: Mapping[str, tuple[str, str]] = MappingProxyType(
+# field name -> (primary variable, ChatCLI fallback); a setting ChatCLI never had has no fallback
+ENV_VARIABLES: Mapping[str, tuple[str, ...]] = MappingProxyType(
     {
         "max_result_chars": ("TOOLKEEP_TOOL_RESULT_MAX_CHARS", "CHATCLI_TOOL_RESULT_MAX_CHARS"),
         "turn_budget_chars": (
@@ -54,8 +55,10 @@ ENV_VARIABLES: Mapping[str, tuple[str, str]] = MappingProxyType(
             "CHATCLI_MICROCOMPACT_SUMMARIZE_TURNS",
         ),
         "keep_tmpdir": ("TOOLKEEP_KEEP_TMPDIR", "CHATCLI_AGENT_KEEP_TMPDIR"),
+        "keep_orphans": ("TOOLKEEP_KEEP_ORPHANS",),
     }
 )
+_BOOLEANS = frozenset({"keep_tmpdir", "keep_orphans"})
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
@@ -152,6 +155,13 @@ class Config:
     compact_tail_chars: int = 500
     preserve_tools: frozenset[str] = DEFAULT_PRESERVE_TOOLS
     preserve_errors: bool = True
+    # SPEC 2: pairing repair
+    keep_orphans: bool = False
+    """Leave results that answer no call of the assistant message before them where they are,
+    in every format, instead of removing them as orphans: for a history known to be partial
+    (trimmed at the front, or continuing calls the history does not hold). Everything else
+    pairing does is unchanged: every call still gets one result, a second result for a call the
+    history holds still goes, and a result inside an assistant message still goes."""
     # SPEC 5: workspace
     keep_tmpdir: bool = False
     # which step list to run: see toolkeep.policies.POLICIES
@@ -218,10 +228,10 @@ class Config:
         env = os.environ if environ is None else environ
         values: dict[str, Any] = {}
         sources: dict[str, str] = {}
-        for name, (primary, fallback) in ENV_VARIABLES.items():
+        for name, variables in ENV_VARIABLES.items():
             if name in overrides:
                 continue
-            for variable in (primary, fallback):
+            for variable in variables:
                 if variable in env:
                     values[name] = _parse_env(name, variable, env[variable])
                     sources[name] = variable
@@ -251,7 +261,7 @@ def _check_ages(values: Mapping[str, Any], sources: Mapping[str, str]) -> None:
 
 
 def _parse_env(name: str, variable: str, text: str) -> Any:
-    if name == "keep_tmpdir":
+    if name in _BOOLEANS:
         lowered = text.strip().lower()
         if lowered in _TRUE:
             return True

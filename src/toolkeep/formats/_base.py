@@ -40,9 +40,12 @@ __all__ = [
 ]
 
 CONTINUE_TEXT = "(continue)"
-"""Text of the user message a format puts between two model turns that pairing repair left side
-by side (their separator held only orphan results), where the provider wants roles to alternate
-or where merging the turns would change the turn count and so the next run's microcompaction."""
+"""Text of the user message that stands where a provider needs one and the history has none: a
+format whose provider wants roles to alternate puts it between two model turns that pairing
+repair left side by side (their separator held only orphan results; Bedrock), and pairing puts it
+in a user message that held only text the provider refuses (Anthropic, Bedrock). A provider with
+no such rule never gets it: where two turns side by side read as one, pairing joins them
+(:attr:`FormatRules.adjacent_turns_join`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,6 +146,14 @@ class FormatRules:
     editable_arguments: bool = False
     """The adapter writes a changed call argument (:attr:`ToolCallPart.arguments` with
     ``modified``) back in the provider's own shape, so a step may shorten call inputs."""
+    adjacent_turns_join: bool = False
+    """Two model turns with nothing between them are one turn as the provider reads them: its
+    history marks no boundary of its own between them (OpenAI Responses, where a turn is a run of
+    model items). Where pairing repair leaves two assistant messages side by side (what stood
+    between them was removed), it joins them into one, so that results are aged by the turns the
+    next request reads (``prepare`` stays idempotent) and no :data:`CONTINUE_TEXT` message the
+    user never sent goes between them. A rule for formats that load whole histories (not
+    ``per_message``): only there does pairing see two blocks at once."""
 
 
 @dataclass(frozen=True)

@@ -6,10 +6,10 @@ item right before the call or message it belongs to. Toolkeep pairs calls and re
 assistant message, so the mapping is:
 
 - A **run** of consecutive model-side items (``reasoning``, assistant ``message``, calls, and
-  server items such as ``web_search_call``, ``file_search_call``, ``computer_call``) is one
-  neutral assistant message holding one part per item, in order; it sits at the index of the
-  run's *last* item. Parallel calls are therefore one block, and a reasoning item stays glued to
-  the call after it: the run is dumped as a whole.
+  server items such as ``web_search_call``, ``file_search_call``, ``computer_call``, ``mcp_call``,
+  ``compaction``) is one neutral assistant message holding one part per item, in order; it sits
+  at the index of the run's *last* item. Parallel calls are therefore one block, and a reasoning
+  item stays glued to the call after it: the run is dumped as a whole.
 - Every earlier item of the run loads as an empty ``tool`` message (no parts; ``meta`` says which
   run holds it) that dumps to nothing. Load stays one-to-one, so neutral index ``i`` is
   ``input[i]`` in every error, violation and report. The placeholders sit *before* their run,
@@ -17,26 +17,31 @@ assistant message, so the mapping is:
 - ``function_call_output`` / ``custom_tool_call_output``: a ``tool`` message with one result.
 - User, system and developer messages: ``user`` / ``system`` messages with one opaque part.
 - Any other input-side item (``computer_call_output``, ``mcp_approval_response``, unknown kinds):
-  an empty ``user`` message carried through untouched (pairing cannot see it).
-- With ``previous_response=True`` (the request has ``previous_response_id``), or when the input
-  holds ``item_reference`` items, an output whose call is not in the input answers a call the
-  server has stored: it is carried the same way, never removed as an orphan.
+  an empty ``user`` message carried through untouched (pairing cannot see it). It keeps its place
+  among the outputs of its block: pairing puts the outputs it moves back after the outputs that
+  came before such an item, never past it.
+- With ``previous_response=True`` (the request has ``previous_response_id`` or ``conversation``),
+  or when the input holds ``item_reference`` or ``compaction`` items (whose calls toolkeep cannot
+  see), an output whose call is not in the input answers a call the server has stored (or the
+  compaction holds): it is carried the same way, untouched, never removed as an orphan. The part
+  of the conversation the input does hold is repaired as usual.
 
-Two runs that pairing repair leaves side by side (the output items between them were orphans) get
-the user message ``(continue)`` between them: dumped as one run they would count as one turn on
-the next ``prepare``, every older result would be a turn younger, and a result on a
-microcompaction boundary would come out differently (not idempotent).
+Two runs that pairing repair leaves side by side (the output items between them were orphans)
+read as one run on the next load, so pairing joins them (the rules say
+``adjacent_turns_join``): nothing is put between them, and the next ``prepare`` counts the turns
+this one aged results by.
 
-A changed run is dumped part by part; a reasoning item left without any item after it (its call
-was pruned as a duplicate) is dropped with it, since the API refuses a reasoning item "without its
-required following item"; an item of an unknown kind left last goes after the run's outputs
-(next time it would load as input between them and their calls). A renamed call loses its item ``id`` (``fc_...``): the API ties an item
-id to its reasoning item and to the stored response, and a renamed call is neither.
+A changed run is dumped part by part. A reasoning item goes out only right before the item that
+followed it in its run, as that item came (the API refuses a reasoning item "without its required
+following item"): one whose call was pruned, or whose call was renamed and lost its item ``id``,
+is dropped with it. An item of an unknown kind left last goes after the run's outputs (next time
+it would load as input between them and their calls). A renamed call loses its item ``id``
+(``fc_...``): the API ties an item id to its reasoning item and to the stored response, and a
+renamed call is neither.
 """
 
 from __future__ import annotations
 
-import copy
 import json
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -44,7 +49,6 @@ from typing import Any
 from ..exceptions import FormatError
 from ..messages import History, Message, OpaquePart, Part, ToolCallPart, ToolResultPart
 from ._base import (
-    CONTINUE_TEXT,
     Answer,
     Format,
     FormatRules,
@@ -62,7 +66,7 @@ from ._base import (
     results_as_tool_messages,
 )
 
-__all__ = ["CONTINUE_ITEM", "OpenAIResponsesFormat"]
+__all__ = ["OpenAIResponsesFormat", "outputs_only"]
 
 _CALLS = {"function_call": "function_call_output", "custom_tool_call": "custom_tool_call_output"}
 _OUTPUTS = {v: k for k, v in _CALLS.items()}
@@ -71,16 +75,18 @@ _MODEL_SIDE = {
     "image_generation_call", "local_shell_call", "shell_call", "apply_patch_call", "mcp_call",
     "mcp_list_tools", "mcp_approval_request", "item_reference", "compaction",
 }  # fmt: skip
-_DISTINCT = {*_CALLS, *_OUTPUTS, *_MODEL_SIDE, "message"}
+_STORED_STATE = {"item_reference", "compaction"}  # items standing for calls the input does not show
+# input item kinds of the API that toolkeep reads no further than their kind (carried untouched)
+_OTHER_INPUTS = {
+    "computer_call_output", "local_shell_call_output", "shell_call_output", "apply_patch_call_output",
+    "mcp_approval_response", "tool_search_call", "tool_search_output", "additional_tools",
+    "configuration_update", "compaction_trigger", "program", "program_output",
+}  # fmt: skip
+_DISTINCT = {*_CALLS, *_OUTPUTS, *_MODEL_SIDE, *_OTHER_INPUTS, "message"}
 _INPUT_ROLES = {"user": "user", "system": "system", "developer": "system"}
-CONTINUE_ITEM: dict[str, Any] = {
-    "type": "message",
-    "role": "user",
-    "content": [{"type": "input_text", "text": CONTINUE_TEXT}],
-}
-"""Put between two runs that pairing repair left side by side, so they stay two turns."""
 _RUN = "run"  # meta key of a placeholder: index of the message holding its run
 _INDEXES = "indexes"  # meta key of a run: input index of each of its parts
+_AFTER = "after"  # meta key of an item pairing cannot see: call ids of the outputs before it
 
 
 def output_text(output: Any) -> str:
@@ -128,17 +134,38 @@ def _model_sides(items: list[Mapping[str, Any]]) -> list[bool]:
     return model
 
 
+def outputs_only(items: Sequence[Any]) -> bool:
+    """True when ``items`` (plain dicts) hold a call output and nothing the model wrote (no
+    assistant message, call, reasoning or server item, no item of a kind toolkeep does not know):
+    an input that can only answer calls stored on the server, such as the Agents SDK sends a run
+    whose conversation the server keeps, after its first request.
+
+    >>> outputs_only([{"type": "function_call_output", "call_id": "c1", "output": "ok"}])
+    True
+    >>> outputs_only([{"type": "function_call", "call_id": "c1", "name": "ls", "arguments": "{}"},
+    ...               {"type": "function_call_output", "call_id": "c1", "output": "ok"}])
+    False
+    """
+    answers = False
+    for item in items:
+        if not isinstance(item, Mapping) or _side(item) != "input":
+            return False
+        answers = answers or _kind(item) in _OUTPUTS
+    return answers
+
+
 class OpenAIResponsesFormat(Format):
     """OpenAI Responses API ``input`` items (dicts, as the SDK's ``ResponseInputItemParam``)."""
 
     name = "openai-responses"
-    rules = FormatRules(unique_call_ids=True, editable_arguments=True)
+    rules = FormatRules(unique_call_ids=True, editable_arguments=True, adjacent_turns_join=True)
 
     def __init__(self, *, previous_response: bool = False) -> None:
         self.previous_response = previous_response
-        """True when the input continues a stored response (``previous_response_id`` or a
-        ``conversation``): an output whose call is not in the input answers a stored call, so it
-        is carried untouched instead of removed as an orphan. Pass
+        """True when the input continues state stored on the server (the request has
+        ``previous_response_id`` or a ``conversation``): an output whose call is not in the input
+        answers a stored call, so it is carried untouched instead of removed as an orphan; calls
+        and outputs the input does hold are paired as usual. Pass
         ``OpenAIResponsesFormat(previous_response=True)`` as ``format=`` for such requests."""
 
     def detect(self, messages: Sequence[Any]) -> int:
@@ -173,7 +200,7 @@ class OpenAIResponsesFormat(Format):
         items = [expect_mapping(m, i, "item") for i, m in enumerate(messages)]
         model = _model_sides(items)
         stored: set[str] = set()  # call ids of outputs that answer a call the input does not hold
-        if self.previous_response or any(_kind(item) == "item_reference" for item in items):
+        if self.previous_response or any(_kind(item) in _STORED_STATE for item in items):
             visible = {item.get("call_id") for item in items if _kind(item) in _CALLS}
             stored = {
                 item["call_id"]
@@ -183,19 +210,26 @@ class OpenAIResponsesFormat(Format):
             }  # fmt: skip
         out: History = []
         run: list[int] = []
+        since: list[str] = []  # call ids of the outputs since the last run
         for i, item in enumerate(items):
             if model[i]:
                 run.append(i)
                 if i + 1 < len(items) and model[i + 1]:
                     continue
                 out.extend(self._load_run(items, run))
-                run = []
-            elif (
-                _kind(item) in _OUTPUTS and isinstance(item.get("call_id"), str) and item["call_id"] in stored
-            ):
-                out.append(Message("user", (), raw=item))  # answers a stored call: carried as is
+                run, since = [], []
+                continue
+            kind = _kind(item)
+            call_id = item.get("call_id")
+            if kind in _OUTPUTS and isinstance(call_id, str) and call_id in stored:
+                m = Message("user", (), raw=item)  # answers a stored call: carried as is
             else:
-                out.append(self._load_item(i, item))
+                m = self._load_item(i, item)
+            if not m.parts and m.role == "user":  # an item pairing cannot see keeps its place
+                m = Message(m.role, m.parts, raw=item, meta={_AFTER: frozenset(since)})
+            elif kind in _OUTPUTS and isinstance(call_id, str):
+                since.append(call_id)
+            out.append(m)
         return out
 
     def _load_run(self, items: list[Mapping[str, Any]], run: list[int]) -> list[Message]:
@@ -243,17 +277,13 @@ class OpenAIResponsesFormat(Format):
             if m.role == "assistant"
             for c in m.calls
         }
-        previous = ""
         after_outputs: list[Any] = []  # items of new kinds that ended a changed run
         for m in history:
             if _RUN in m.meta:
                 continue
             if m.role != "tool" and after_outputs:
-                out.extend(after_outputs)  # (a run right after still gets its "(continue)")
+                out.extend(after_outputs)
                 after_outputs = []
-            if m.role == "assistant" and previous == "assistant":
-                out.append(copy.deepcopy(CONTINUE_ITEM))
-            previous = m.role
             if m.role == "assistant":
                 items, after_outputs = self._dump_run(m)
                 out.extend(items)
@@ -274,21 +304,9 @@ class OpenAIResponsesFormat(Format):
         goes, as the API refuses one "without its required following item"."""
         if not m.dirty and isinstance(m.raw, tuple):
             return list(m.raw), []
-        items: list[Any] = []
-        for p in m.parts:
-            if isinstance(p, ToolCallPart):
-                items.append(self._dump_call(p))
-            elif isinstance(p, OpaquePart):
-                items.append(p.raw)
-        later: list[Any] = []
-        while items and isinstance(items[-1], Mapping):
-            if _side(items[-1]) == "unknown":
-                later.insert(0, items.pop())
-            elif items[-1].get("type") == "reasoning":
-                items.pop()  # its following item was pruned
-            else:
-                break
-        return items, later
+        parts, later = _sent_parts(m)
+        items = [self._dump_call(p) if isinstance(p, ToolCallPart) else p.raw for p in parts]
+        return items, [p.raw for p in later]
 
     @staticmethod
     def _dump_call(p: ToolCallPart) -> Any:
@@ -328,7 +346,22 @@ class OpenAIResponsesFormat(Format):
         return item
 
     def pack_results(self, results: list[ToolResultPart], rest: list[Message]) -> list[Message]:
-        return results_as_tool_messages(results, rest)
+        """The outputs right after their calls, but behind the items pairing cannot see that came
+        after one of them (an item keeps its place among the outputs); the rest after them all."""
+        loaded = [_loaded_call_id(r) for r in results]
+        out: list[Message] = []
+        placed = 0
+        for m in rest:
+            after = m.meta.get(_AFTER)
+            if m.parts or not isinstance(after, frozenset):
+                upto = len(results)
+            else:
+                upto = max((k + 1 for k, call_id in enumerate(loaded) if call_id in after), default=0)
+            if upto > placed:
+                out.extend(results_as_tool_messages(results[placed:upto], []))
+                placed = upto
+            out.append(m)
+        return [*out, *results_as_tool_messages(results[placed:], [])]
 
     def validate(self, history: History) -> list[Violation]:
         out: list[Violation] = []
@@ -458,16 +491,58 @@ class OpenAIResponsesFormat(Format):
 def _run_chars(m: Message) -> int:
     """Chars of the items :meth:`OpenAIResponsesFormat._dump_run` makes of a changed run: those
     of unknown kinds it moves after the outputs count, a reasoning item it drops does not."""
+    parts, later = _sent_parts(m)
+    sent = sum(_call_chars(p) if isinstance(p, ToolCallPart) else input_chars(p.raw) for p in parts)
+    return sent + sum(input_chars(p.raw) for p in later)
+
+
+def _sent_parts(m: Message) -> tuple[list[ToolCallPart | OpaquePart], list[OpaquePart]]:
+    """The parts of a changed run that go out as its items, in order, and the items of unknown
+    kinds left last, which go after the run's outputs (see the module docstring). A reasoning
+    item goes only where the item after it is the one that followed it in the run as loaded
+    (``m.raw``), sent as it came: with its item ``id``; one that was not in the run goes where
+    any item follows it."""
+    raws: tuple[Any, ...] = m.raw if isinstance(m.raw, tuple) else ()
+    followers = {
+        id(x): raws[k + 1] if k + 1 < len(raws) else None for k, x in enumerate(raws) if _reasoning(x)
+    }
     parts = [p for p in m.parts if isinstance(p, (ToolCallPart, OpaquePart))]
-    size = 0
-    while parts and isinstance(parts[-1], OpaquePart) and isinstance(parts[-1].raw, Mapping):
-        last = parts[-1].raw
-        if _side(last) == "unknown":
-            size += input_chars(last)
-        elif last.get("type") != "reasoning":
+    kept: list[ToolCallPart | OpaquePart] = []
+    for n, p in enumerate(parts):
+        if not (isinstance(p, OpaquePart) and _reasoning(p.raw)):
+            kept.append(p)
+            continue
+        nxt = parts[n + 1] if n + 1 < len(parts) else None
+        if nxt is None:
+            continue  # its following item was pruned
+        follower = followers.get(id(p.raw), nxt.raw)
+        if nxt.raw is follower and not (isinstance(nxt, ToolCallPart) and _loses_item_id(nxt)):
+            kept.append(p)
+    later: list[OpaquePart] = []
+    while kept and isinstance(kept[-1], OpaquePart) and isinstance(kept[-1].raw, Mapping):
+        last = kept[-1]
+        if _side(last.raw) == "unknown":
+            later.insert(0, last)
+        elif not _reasoning(last.raw):
             break
-        parts.pop()
-    return size + sum(_call_chars(p) if isinstance(p, ToolCallPart) else input_chars(p.raw) for p in parts)
+        kept.pop()  # (a reasoning item whose following item went after the outputs goes)
+    return kept, later
+
+
+def _reasoning(item: Any) -> bool:
+    return isinstance(item, Mapping) and item.get("type") == "reasoning"
+
+
+def _loses_item_id(p: ToolCallPart) -> bool:
+    """True for a renamed call whose item had an ``id``: it goes out without it."""
+    raw = p.raw if isinstance(p.raw, Mapping) else None
+    return raw is not None and "id" in raw and raw.get("call_id") != p.id
+
+
+def _loaded_call_id(p: ToolResultPart) -> str:
+    """The call id an output came with (before any rename), as :data:`_AFTER` holds them."""
+    call_id = p.raw.get("call_id") if isinstance(p.raw, Mapping) else None
+    return call_id if isinstance(call_id, str) else p.call_id
 
 
 def _call_chars(p: ToolCallPart) -> int:

@@ -14,6 +14,17 @@ model sees a valid history (an interrupted ``function_call`` gets its synthetic 
 results capped, budgeted and compacted, while the run's own items keep them whole.
 ``tools`` are ``recall`` and ``read_result`` as ``FunctionTool`` objects bound to the session.
 
+A run whose conversation the server keeps (``Runner.run(..., auto_previous_response_id=True)``,
+``previous_response_id=...`` or ``conversation_id=...``) sends the model only what is new: after
+its first request, the outputs of calls that are stored on the server. The filter is not told
+which kind of run it serves (``CallModelData`` holds the input, the agent and the user's
+context), so by default it reads it off each input: one that holds call outputs and nothing the
+model wrote can only answer stored calls, and its outputs are sent untouched
+(``OpenAIResponsesFormat(previous_response=True)``); what the input does hold is repaired as
+usual. ``server_managed=True`` says so for every request of the runs it serves (an input that
+also re-sends model items, as a run resumed from a ``RunState`` may); ``False`` never (a local
+run whose caller history was trimmed down to outputs alone, whose orphans must go).
+
 Needs ``pip install 'toolkeep[openai-agents]'``.
 """
 
@@ -22,6 +33,9 @@ from __future__ import annotations
 from typing import Any
 
 from ..config import Config
+from ..formats import Format, get_format
+from ..formats._sdk import plain_view
+from ..formats.openai_responses import OpenAIResponsesFormat, outputs_only
 from ..recall import READ_TOOL, RECALL_TOOL, tool_definitions
 from ..report import Report
 from ..session import Session
@@ -41,16 +55,36 @@ class ToolkeepInputFilter(SessionOwner):
     The session is held as :class:`~toolkeep.integrations.SessionOwner` says.
     """
 
-    def __init__(self, session: Session | None = None, *, config: Config | None = None) -> None:
+    def __init__(
+        self,
+        session: Session | None = None,
+        *,
+        config: Config | None = None,
+        server_managed: bool | None = None,
+    ) -> None:
         self._hold(session, config)
         self.tools: list[FunctionTool] = recall_function_tools(self.session)
         """``recall`` and ``read_result`` for the agent's ``tools``."""
+        self.server_managed = server_managed
+        """Whether the runs served keep their conversation on the server: ``None`` (read off each
+        input), ``True`` or ``False``; see the module docstring."""
         self.report: Report | None = None
         """The report of the last prepared model input."""
+        self.continued: bool | None = None
+        """Whether the last input was prepared as continuing stored state."""
+        self._formats: dict[bool, Format] = {
+            False: get_format("openai-responses"),
+            True: OpenAIResponsesFormat(previous_response=True),
+        }
 
     def __call__(self, data: CallModelData[Any]) -> ModelInputData:
-        items, self.report = self.session.prepare(data.model_data.input, format="openai-responses")
-        return ModelInputData(input=items, instructions=data.model_data.instructions)
+        items = data.model_data.input
+        continued = self.server_managed
+        if continued is None:
+            continued = outputs_only(plain_view(items))
+        prepared, self.report = self.session.prepare(items, format=self._formats[continued])
+        self.continued = continued
+        return ModelInputData(input=prepared, instructions=data.model_data.instructions)
 
 
 def recall_function_tools(session: Session) -> list[FunctionTool]:

@@ -10,6 +10,10 @@ interrupted stream's); where that leaves two user turns side by side, the format
 them what its provider takes.
 A block that is already valid for its provider is left exactly as it is, down to the order of its
 results.
+
+With ``Config(keep_orphans=True)`` a result that answers no call of its block stays where it is
+(the history is known to be partial). Where the format's rules say ``adjacent_turns_join``, two
+assistant messages left side by side (what stood between them was removed) are joined into one.
 """
 
 from __future__ import annotations
@@ -81,6 +85,27 @@ def _repair_pairing(history: History, ctx: StepContext) -> History:
         if key is not None and anchor is not None:
             given = [c.id for m in messages if m.role == "assistant" for c in m.calls]
             ctx.memo.put("pairing", anchor, (messages, repairs[first:], given), key)
+    return _joined_turns(out, ctx.format) if ctx.format.rules.adjacent_turns_join else out
+
+
+def _joined_turns(history: History, fmt: Format) -> History:
+    """``history`` with every assistant message that follows another with nothing between them
+    joined to it (formats whose rules say ``adjacent_turns_join``). "Nothing" is messages that
+    hold no parts and that the format sends as nothing (``message_chars`` 0: the placeholders of
+    a Responses run); they go with the join."""
+    out: History = []
+    last = -1  # where the assistant message sits that the next one would join, or -1
+    for m in history:
+        if m.role == "assistant" and last >= 0:
+            joined = out[last]
+            del out[last + 1 :]
+            out[last] = joined.with_parts([*joined.parts, *m.parts])
+            continue
+        if m.role == "assistant":
+            last = len(out)
+        elif last >= 0 and (m.parts or fmt.message_chars(m) != 0):
+            last = -1
+        out.append(m)
     return out
 
 
@@ -316,6 +341,9 @@ def _repair_block(block: _Block, ctx: StepContext, seen: set[str]) -> list[Messa
                 taken.add(k)
                 break
     orphans = [loc for k, loc in enumerate(located) if k not in taken]
+    stays = _kept_orphans(block, ctx, orphans)
+    if stays:
+        orphans = [loc for loc in orphans if (loc[0], loc[1]) not in stays]
     missing = [n for n in range(len(calls)) if n not in claimed]
     relocated = [loc for loc in claimed.values() if loc[3]]
     renamed = any(call.id != carried for call, carried in calls)
@@ -341,13 +369,26 @@ def _repair_block(block: _Block, ctx: StepContext, seen: set[str]) -> list[Messa
             report.add_repair("synthetic", call.id, block.start)
             results.append(synthetic_result(call))
     rest: list[Message] = []
-    for _, m in block.rest:
-        kept = [p for p in m.parts if not isinstance(p, ToolResultPart)]
+    for pos, (_, m) in enumerate(block.rest):
+        kept = [p for j, p in enumerate(m.parts) if not isinstance(p, ToolResultPart) or (pos, j) in stays]
         if len(kept) == len(m.parts):
             rest.append(m)
         elif kept:
             rest.append(m.with_parts(kept))
     return head + (ctx.format.pack_results(results, rest) if results else rest)
+
+
+def _kept_orphans(
+    block: _Block, ctx: StepContext, orphans: list[tuple[int, int, ToolResultPart, bool]]
+) -> set[tuple[int, int]]:
+    """Where the orphans that ``keep_orphans`` leaves in place sit (``(message, part)`` in
+    ``block.rest``): those that answer no call of the block's assistant message. A second result
+    for one of its calls, or the result of a call pruned from it, still goes: its call is in the
+    history, so the provider would refuse it."""
+    if not orphans or not ctx.config.keep_orphans:
+        return set()
+    own = {c.id for c in block.assistant.calls} if block.assistant is not None else set()
+    return {(pos, j) for pos, j, p, _ in orphans if p.call_id not in own}
 
 
 def _misplaced(
