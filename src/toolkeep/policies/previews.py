@@ -177,17 +177,16 @@ def names_index(text: str, budget: int, *, skip: str = "") -> list[str]:
     archive marker next to them gives the rest back.
     """
     out: list[str] = []
-    seen: set[str] = set()
+    seen: set[str] = set()  # every word met once, name or not: each is judged only once
     used = 0
     for line in text.split("\n"):
         match = _NUMBERED.match(line)
-        body = line[match.end(1) :] if match else line
-        for found in _NAME_WORD.finditer(body):
-            word = found.group().strip("./-")
-            if word in seen or not _name_like(word):
+        for word in _NAME_WORD.findall(line[match.end(1) :] if match else line):
+            word = word.strip("./-")
+            if word in seen:
                 continue
             seen.add(word)
-            if word in skip:
+            if not _name_like(word) or word in skip:
                 continue
             if used + len(word) + 1 > budget:
                 return out
