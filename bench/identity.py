@@ -6,7 +6,10 @@ workspace at a fixed path (paths appear in previews), and prints a SHA-256 over 
 request it returned. Run it on two commits to show that a change leaves the output of a policy
 byte-identical at every request:
 
-    python bench/identity.py [--policy NAME ...] [--only SUBSTRING] [--per-session]
+    python bench/identity.py [--policy NAME ...] [--only SUBSTRING] [--per-session] [--workspace DIR]
+
+Both runs must use the same ``--workspace`` (it is in the bytes), and no other run may use it at
+the same time: the digest is refused when a save failed (another run removed the directory).
 """
 
 from __future__ import annotations
@@ -25,19 +28,23 @@ DATA = HERE.parent.parent / "shared" / "bench-data" / "anthropic"
 WORKSPACE = Path("/tmp/toolkeep-identity-workspace")
 
 
-def digest(path: Path, policy: str) -> str:
+def digest(path: Path, policy: str, workspace: Path = WORKSPACE) -> str:
     history = json.loads(path.read_text())
     history = history["messages"] if isinstance(history, dict) else history
     ends = [i for i, m in enumerate(history) if m.get("role") == "assistant" and i > 0]
     ends.append(len(history))
-    shutil.rmtree(WORKSPACE, ignore_errors=True)
+    shutil.rmtree(workspace, ignore_errors=True)
     h = hashlib.sha256()
     config = toolkeep.Config(policy=policy)
-    with toolkeep.Session(config, workspace=WORKSPACE) as session:
+    with toolkeep.Session(config, workspace=workspace) as session:
         for end in ends:
-            out, _ = session.prepare(history[:end], "anthropic")
+            out, report = session.prepare(history[:end], "anthropic")
+            if report.save_errors:
+                sys.exit(
+                    f"{path.name}: a save failed ({report.save_errors[0]}): is another run using {workspace}?"
+                )
             h.update(json.dumps(out, sort_keys=True, ensure_ascii=False).encode("utf-8", "surrogatepass"))
-    shutil.rmtree(WORKSPACE, ignore_errors=True)
+    shutil.rmtree(workspace, ignore_errors=True)
     return h.hexdigest()
 
 
@@ -46,6 +53,9 @@ def main() -> None:
     parser.add_argument("--policy", action="append", help="policy name (repeatable; default: all)")
     parser.add_argument("--only", help="only trajectories whose file name contains this")
     parser.add_argument("--per-session", action="store_true", help="a digest per trajectory too")
+    parser.add_argument(
+        "--workspace", type=Path, default=WORKSPACE, help=f"session workspace (default {WORKSPACE})"
+    )
     args = parser.parse_args()
     files = sorted(DATA.glob("*.json"))
     if args.only:
@@ -57,7 +67,7 @@ def main() -> None:
     for policy in args.policy or sorted(POLICIES):
         total = hashlib.sha256()
         for f in files:
-            d = digest(f, policy)
+            d = digest(f, policy, args.workspace)
             total.update(d.encode())
             if args.per_session:
                 print(f"{policy}\t{d[:16]}\t{f.name}")

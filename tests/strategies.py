@@ -480,7 +480,8 @@ def segment_pairs(draw: st.DrawFn) -> tuple[list[str], list[str]]:
 
 @st.composite
 def responses_histories(draw: st.DrawFn, max_blocks: int = 5) -> list[Any]:
-    """A broken OpenAI Responses ``input``, with reasoning and server items in the model's runs."""
+    """A broken OpenAI Responses ``input``, with reasoning and server items in the model's runs,
+    and empty assistant messages (``content: []`` or ``null``) an interrupted stream leaves."""
     from .convert_formats import to_openai_responses
 
     items = to_openai_responses(draw(anthropic_histories(max_blocks=max_blocks)))
@@ -495,6 +496,8 @@ def responses_histories(draw: st.DrawFn, max_blocks: int = 5) -> list[Any]:
         if kind == "function_call" and draw(st.integers(0, 4)) == 0:
             item = {**item, "id": f"fc_{n}", "status": "completed"}
         out.append(item)
+        if draw(st.integers(0, 6)) == 0:
+            out.append({"type": "message", "role": "assistant", "content": draw(st.sampled_from([[], None]))})
     return out
 
 

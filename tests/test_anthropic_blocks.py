@@ -250,19 +250,30 @@ class TestSystemMessagesAndPairing:
         assert out == [history[0], history[1], history[3], first, second]
         assert rules(out) == [(4, "system_placement")]
 
-    @pytest.mark.xfail(
-        strict=True,
-        reason="pairing drops a user message left empty by orphan removal, and the system "
-        "message after it then follows the assistant message (steps/pairing.py: the change is "
-        "described in the branch's report)",
-    )
     def test_orphan_only_message_before_a_system_message(self) -> None:
         """A user message holding only orphan results, a system message after it: pairing must
         leave a user message there (``(continue)``) for the system message to follow."""
         history = [user("go"), assistant("thinking aloud"), user(tool_result("gone")), system()]
         assert rules(history) == [(2, "orphan_result")]
+        out, report = prepared(history)
+        assert out == [history[0], history[1], user({"type": "text", "text": "(continue)"}), history[3]]
+        assert kinds(report) == [("orphans_removed", 2)]
+        assert rules(out) == []
+        assert prepared(out)[0] == out
+
+    def test_orphan_only_message_before_a_system_message_with_results(self) -> None:
+        """The same, where the block's call has its result later on: the result goes right after
+        the call, the system message after it, and no ``(continue)`` is needed."""
+        history = [
+            user("go"),
+            assistant(tool_use("t1")),
+            user(tool_result("gone")),
+            system(),
+            user(tool_result("t1")),
+        ]
         out, _ = prepared(history)
         assert rules(out) == []
+        assert "(continue)" not in json.dumps(out)
 
 
 # ------------------------------------------------------------------- blocks toolkeep leaves alone

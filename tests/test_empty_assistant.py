@@ -11,7 +11,7 @@ import pytest
 
 import toolkeep
 from toolkeep.formats import get_format
-from toolkeep.messages import TextPart
+from toolkeep.messages import OpaquePart, TextPart
 from toolkeep.steps.pairing import survives_pruning
 
 from .strategies import oa_assistant, oa_tool, oa_user
@@ -76,7 +76,19 @@ EMPTY: dict[str, list[Any]] = {
         {"role": "user", "content": [{"text": "and now?"}]},
         {"role": "assistant", "content": []},
     ],
+    "openai-responses": [
+        {"type": "message", "role": "user", "content": "go"},
+        {"type": "message", "role": "assistant", "content": []},
+        {"type": "message", "role": "user", "content": "still there?"},
+        {"type": "function_call", "call_id": "t1", "name": "ls", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "t1", "output": "a.py"},
+        {"type": "message", "role": "assistant", "content": []},
+        {"type": "message", "role": "user", "content": "and now?"},
+        {"type": "message", "role": "assistant", "content": None},
+    ],
 }
+# (Responses reads adjacent model items as one turn, so its history has three empty turns, not
+# two in a row: four empty items in one run would be one empty assistant message)
 
 
 def langchain_history() -> list[Any]:
@@ -99,11 +111,11 @@ def langchain_history() -> list[Any]:
 def user_words(fmt: str, messages: list[Any]) -> list[str]:
     """Every text the user wrote, in order, as the format loads it."""
     return [
-        p.text
+        p.text if isinstance(p, TextPart) else p.raw["content"]
         for m in get_format(fmt).load(messages)
         if m.role == "user"
         for p in m.parts
-        if isinstance(p, TextPart)
+        if isinstance(p, TextPart) or (isinstance(p, OpaquePart) and isinstance(p.raw.get("content"), str))
     ]
 
 
@@ -129,7 +141,7 @@ def test_empty_assistant_messages_go_in_every_format(fmt: str) -> None:
     assert [c.id for m in loaded for c in m.calls] == ["t1"]
     assert [(r.call_id, r.text) for m in loaded for r in m.results] == [("t1", "a.py")]
     assert user_words(fmt, once) == user_words(fmt, messages) == ["go", "still there?", "and now?"]
-    assert report.repair_counts()["empty_assistant_dropped"] == 4
+    assert report.repair_counts()["empty_assistant_dropped"] == (3 if fmt == "openai-responses" else 4)
 
 
 def _plain(messages: list[Any]) -> str:

@@ -154,6 +154,11 @@ class FormatRules:
     next request reads (``prepare`` stays idempotent) and no :data:`CONTINUE_TEXT` message the
     user never sent goes between them. A rule for formats that load whole histories (not
     ``per_message``): only there does pairing see two blocks at once."""
+    user_before_system: bool = False
+    """A system message inside the history must follow a user message (Anthropic). Where pairing
+    empties a user message of orphan results and a system message comes right after it, the
+    message stays, saying :data:`CONTINUE_TEXT`, instead of going: gone, it would leave the
+    system message after the assistant message, which the provider refuses."""
 
 
 @dataclass(frozen=True)
@@ -242,6 +247,11 @@ class Format(ABC):
 
         ``rest`` holds the other messages of the block, in order, result parts already taken out.
         """
+
+    def stands_alone(self, part: Part) -> bool:
+        """True when ``part`` is sent with nothing else beside it in its message: what keeps an
+        assistant message (a turn) from going when pairing prunes the rest. Here, every part."""
+        return True
 
     @abstractmethod
     def validate(self, history: History) -> list[Violation]:

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any, ClassVar
 
-from ..messages import History, Message, ToolResultPart
+from ..messages import History, Message, Part, ToolResultPart
 from ._base import Answer, Format, ToolCall, ToolSpec, Violation
 
 __all__ = ["ObjectFormat", "has_objects", "is_sdk_object", "plain_view", "wrap"]
@@ -179,6 +179,9 @@ class ObjectFormat(Format):
 
     def pack_results(self, results: list[ToolResultPart], rest: list[Message]) -> list[Message]:
         return self.inner.pack_results(results, rest)
+
+    def stands_alone(self, part: Part) -> bool:
+        return self.inner.stands_alone(part)
 
     def validate(self, history: History) -> list[Violation]:
         return self.inner.validate(history)

@@ -16,6 +16,9 @@ assistant message, so the mapping is:
   behind the previous block's results, where pairing never sees them as content.
 - ``function_call_output`` / ``custom_tool_call_output``: a ``tool`` message with one result.
 - User, system and developer messages: ``user`` / ``system`` messages with one opaque part.
+- An assistant ``message`` item with no content (``[]`` or ``null``, as an interrupted stream
+  leaves it; the API refuses it) is a blank text part of its run, which pairing drops
+  (``empty_assistant_dropped`` when the run held nothing else, else ``blank_text_dropped``).
 - Any other input-side item (``computer_call_output``, ``mcp_approval_response``, unknown kinds):
   an empty ``user`` message carried through untouched (pairing cannot see it). It keeps its place
   among the outputs of its block: pairing puts the outputs it moves back after the outputs that
@@ -47,7 +50,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..exceptions import FormatError
-from ..messages import History, Message, OpaquePart, Part, ToolCallPart, ToolResultPart
+from ..messages import History, Message, OpaquePart, Part, TextPart, ToolCallPart, ToolResultPart
 from ._base import (
     Answer,
     Format,
@@ -158,7 +161,9 @@ class OpenAIResponsesFormat(Format):
     """OpenAI Responses API ``input`` items (dicts, as the SDK's ``ResponseInputItemParam``)."""
 
     name = "openai-responses"
-    rules = FormatRules(unique_call_ids=True, editable_arguments=True, adjacent_turns_join=True)
+    rules = FormatRules(
+        unique_call_ids=True, editable_arguments=True, adjacent_turns_join=True, refuses_blank_text=True
+    )
 
     def __init__(self, *, previous_response: bool = False) -> None:
         self.previous_response = previous_response
@@ -186,7 +191,7 @@ class OpenAIResponsesFormat(Format):
                             score = 2
                         elif part["type"] not in ("text",):
                             return 0
-                elif not isinstance(content, str):
+                elif not isinstance(content, str) and not _empty_message(m):
                     return 0
                 if "type" in m:
                     score = 2
@@ -248,11 +253,18 @@ class OpenAIResponsesFormat(Format):
                         raw=item,
                     )
                 )
+            elif _empty_message(item):
+                parts.append(TextPart("", raw=item))  # pairing drops it (the rules refuse it)
             else:
                 parts.append(OpaquePart(item))
         holders = [Message("tool", (), raw=items[i], meta={_RUN: last}) for i in run[:-1]]
         raws = tuple(items[i] for i in run)
         return [*holders, Message("assistant", tuple(parts), raw=raws, meta={_INDEXES: tuple(run)})]
+
+    def stands_alone(self, part: Part) -> bool:
+        """A reasoning item goes out only before the item that followed it (see the module
+        docstring): a run left with nothing but reasoning items is sent as nothing, no turn."""
+        return not (isinstance(part, OpaquePart) and _reasoning(part.raw))
 
     def _load_item(self, index: int, item: Mapping[str, Any]) -> Message:
         kind = _kind(item)
@@ -424,6 +436,16 @@ class OpenAIResponsesFormat(Format):
                             f"Item '{raw.get('id')}' of type 'reasoning' was provided without its required following item.",
                         )
                     )
+            if isinstance(p, TextPart) and _empty_message(raw):
+                out.append(
+                    Violation(
+                        at,
+                        None,
+                        "empty_content",
+                        f"Invalid 'input[{at}].content': empty array. Expected an array with minimum "
+                        "length 1, but got an empty array instead.",
+                    )
+                )
             if not isinstance(p, ToolCallPart):
                 continue
             kind = _kind(raw) or "function_call"
@@ -494,6 +516,13 @@ def _run_chars(m: Message) -> int:
     parts, later = _sent_parts(m)
     sent = sum(_call_chars(p) if isinstance(p, ToolCallPart) else input_chars(p.raw) for p in parts)
     return sent + sum(input_chars(p.raw) for p in later)
+
+
+def _empty_message(item: Mapping[str, Any]) -> bool:
+    """True for an assistant ``message`` item with no content (``[]`` or ``null``): what an
+    interrupted stream leaves, and what the API refuses. It loads as a blank text part, which
+    pairing drops (the rules say ``refuses_blank_text``: no other text part loads here)."""
+    return _kind(item) == "message" and item.get("role") == "assistant" and not item.get("content")
 
 
 def _sent_parts(m: Message) -> tuple[list[ToolCallPart | OpaquePart], list[OpaquePart]]:

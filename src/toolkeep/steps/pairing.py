@@ -190,9 +190,11 @@ def survives_pruning(m: Message, fmt: Format) -> bool:
     interrupted stream leaves, which every provider refuses (Anthropic takes it last only, where
     it prefills nothing). The first part it keeps decides. A rule of the message alone: where it
     sits (last, or followed by another assistant message) decides nothing, so what one
-    ``prepare`` keeps the next keeps too (two empty messages in a row used to go one per run)."""
+    ``prepare`` keeps the next keeps too (two empty messages in a row used to go one per run).
+    Parts the format sends only beside others (:meth:`Format.stands_alone`: a Responses reasoning
+    item) keep no message by themselves."""
     for p in m.parts:
-        if isinstance(p, ToolResultPart) or _refused_text(p, fmt):
+        if isinstance(p, ToolResultPart) or _refused_text(p, fmt) or not fmt.stands_alone(p):
             continue
         if not isinstance(p, ToolCallPart) or not _invalid_call(p):
             return True
@@ -375,7 +377,18 @@ def _repair_block(block: _Block, ctx: StepContext, seen: set[str]) -> list[Messa
             rest.append(m)
         elif kept:
             rest.append(m.with_parts(kept))
+        elif not results and _holds_the_place_of_a_user(block, pos, ctx.format):
+            rest.append(m.with_parts([TextPart(CONTINUE_TEXT)]))
     return head + (ctx.format.pack_results(results, rest) if results else rest)
+
+
+def _holds_the_place_of_a_user(block: _Block, pos: int, fmt: Format) -> bool:
+    """True when the message at ``pos`` of ``block.rest``, emptied of its orphan results, must
+    stay for the message after it: a user message right before a system message, in a format
+    that wants a system message after a user message (:attr:`FormatRules.user_before_system`)."""
+    if not fmt.rules.user_before_system or block.rest[pos][1].role != "user":
+        return False
+    return pos + 1 < len(block.rest) and block.rest[pos + 1][1].role == "system"
 
 
 def _kept_orphans(
