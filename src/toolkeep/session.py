@@ -6,6 +6,7 @@ import json
 import logging
 import os
 import threading
+import uuid
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from typing import Any, overload
@@ -26,6 +27,7 @@ from .shorten import archive_key
 from .steps import StepContext, ToolCaps
 from .stores import ArchiveStore, open_store, store_for_config
 from .stores.layered import LayeredStore
+from .stores.pinned import PinnedWrites
 from .userdirs import user_store_url
 from .workspace import Workspace
 
@@ -121,6 +123,11 @@ class Session(Closing):
         if not outlives and self.config.caller_store_url != "":
             self._holds = LayeredStore(self.store, self._durable_store, write_both=True)
             self.recall_store = LayeredStore(self.store, self._durable_store)
+        # what this session archives is pinned in the store while the session lives, so that a
+        # capped store never evicts an original a marker it sent names (stores/_base.py)
+        owner = uuid.uuid4().hex
+        self._writes = PinnedWrites(self.store, owner)
+        self._holds_writes = PinnedWrites(self._holds, owner)
         self.steps = build_steps(self.config)
         self.state = SessionState()
         """What the session carries from one request to the next (:mod:`toolkeep.engine`), for
@@ -177,7 +184,7 @@ class Session(Closing):
         try:
             fmt = self._format(messages, format, same)
             report = Report(format=fmt.name)
-            ctx = StepContext(fmt, self.config, self.workspace, self.store, report, memo=state.memo)
+            ctx = StepContext(fmt, self.config, self.workspace, self._writes, report, memo=state.memo)
             prepared = Prepared(engine.run(fmt, messages, self.steps, ctx, state, same), report)
         except BaseException:
             state.resolved = None
@@ -267,7 +274,7 @@ class Session(Closing):
         if cap is not None:
             caps = ToolCaps(default=cap, caps={}, head=caps.head, tail=caps.tail)
         # a cut reads no format: any one will do
-        ctx = StepContext(get_format("anthropic"), self.config, self.workspace, self._holds, Report())
+        ctx = StepContext(get_format("anthropic"), self.config, self.workspace, self._holds_writes, Report())
         part = ToolResultPart(call_id, text, name=tool_name)
         capped = caps.cut(part, ctx)
         return text if capped is None else capped.text
@@ -292,6 +299,8 @@ class Session(Closing):
         """Close the store (if the session opened it) and remove the workspace unless kept.
         A closed session refuses work with :class:`SessionClosedError`."""
         self._closed = True
+        self._writes.release_all()
+        self._holds_writes.release_all()
         if self._owns_store:
             self.store.close()
         if self._durable is not None:

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from ..exceptions import ConfigError, StoreError
+from . import _base
 from ._base import Clock, GcResult, Limits, StoreBase, StoreStats, decode_text, encode_text, validate_key
 from .url import mask_url
 
@@ -42,29 +43,46 @@ local function drop(k)
   redis.call('ZREM', lru, k)
   redis.call('HINCRBY', meta, 'bytes', -s)
 end
-local function expire(now, ttl, limit)
+local function expire(now, ttl, limit, pinned)
   if ttl < 0 then return 0 end
   local old = redis.call('ZRANGEBYSCORE', lru, '-inf', string.format('%.17g', now - ttl),
                          'LIMIT', 0, limit)
-  for _, k in ipairs(old) do drop(k) end
-  if #old > 0 then redis.call('HINCRBY', meta, 'expirations', #old) end
-  return #old
-end
-local function evict(maxb, maxn, keep)
   local n = 0
-  while true do
-    local total = tonumber(redis.call('HGET', meta, 'bytes') or '0')
-    local count = redis.call('ZCARD', lru)
-    if not ((maxb >= 0 and total > maxb) or (maxn >= 0 and count > maxn)) then break end
-    local oldest = redis.call('ZRANGE', lru, 0, 1)
-    local victim = oldest[1]
-    if victim == keep then victim = oldest[2] end
-    if not victim then break end
-    drop(victim)
-    n = n + 1
+  for _, k in ipairs(old) do
+    if not pinned[k] then drop(k); n = n + 1 end
   end
-  if n > 0 then redis.call('HINCRBY', meta, 'evictions', n) end
+  if n > 0 then redis.call('HINCRBY', meta, 'expirations', n) end
   return n
+end
+-- evict the least recently used entries down to the caps, never a pinned one nor `new`; with
+-- `new` (the key a write just added), when that cannot be done, evict nothing and return -1
+local function evict(maxb, maxn, new, pinned)
+  local total = tonumber(redis.call('HGET', meta, 'bytes') or '0')
+  local count = redis.call('ZCARD', lru)
+  local function over() return (maxb >= 0 and total > maxb) or (maxn >= 0 and count > maxn) end
+  local victims, start = {}, 0
+  while over() do
+    local batch = redis.call('ZRANGE', lru, start, start + 99)
+    if #batch == 0 then break end
+    start = start + #batch
+    for _, k in ipairs(batch) do
+      if not over() then break end
+      if k ~= new and not pinned[k] then
+        victims[#victims + 1] = k
+        total = total - tonumber(redis.call('HGET', sizes, k) or '0')
+        count = count - 1
+      end
+    end
+  end
+  if new ~= '' and over() then return -1 end
+  for _, k in ipairs(victims) do drop(k) end
+  if #victims > 0 then redis.call('HINCRBY', meta, 'evictions', #victims) end
+  return #victims
+end
+local function pins(first)
+  local out = {}
+  for i = first, #ARGV do out[ARGV[i]] = true end
+  return out
 end
 """
 
@@ -73,7 +91,8 @@ _PUT = (
     + """
 local key, body, size, now = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
 local ttl, maxb, maxn = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
-expire(now, ttl, 1000)
+local pinned = pins(8)
+expire(now, ttl, 1000, pinned)
 if redis.call('HEXISTS', data, key) == 1 then
   redis.call('ZADD', lru, string.format('%.17g', now), key)
   return 0
@@ -82,7 +101,10 @@ redis.call('HSET', data, key, body)
 redis.call('HSET', sizes, key, size)
 redis.call('ZADD', lru, string.format('%.17g', now), key)
 redis.call('HINCRBY', meta, 'bytes', size)
-evict(maxb, maxn, key)
+if evict(maxb, maxn, key, pinned) < 0 then
+  drop(key)
+  return -1
+end
 return 1
 """
 )
@@ -90,9 +112,9 @@ return 1
 _GET = (
     _COMMON
     + """
-local key, now, ttl = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
+local key, now, ttl, pinned = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4] == '1'
 local used = redis.call('ZSCORE', lru, key)
-if used and ttl >= 0 and now - tonumber(used) >= ttl then
+if used and not pinned and ttl >= 0 and now - tonumber(used) >= ttl then
   drop(key)
   redis.call('HINCRBY', meta, 'expirations', 1)
   used = false
@@ -124,8 +146,9 @@ _GC = (
     _COMMON
     + """
 local now, ttl, maxb, maxn = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
-local expired = expire(now, ttl, -1)
-return {expired, evict(maxb, maxn, '')}
+local pinned = pins(5)
+local expired = expire(now, ttl, -1, pinned)
+return {expired, evict(maxb, maxn, '', pinned)}
 """
 )
 
@@ -265,12 +288,14 @@ class RedisStore(StoreBase):
         self.limits.check_fits(key, len(body))
         lim = self.limits
         args = [key, body, len(body), _num(self.clock()), _num(lim.ttl), _num(lim.max_bytes)]
-        self._script(self._put, [*args, _num(lim.max_entries)])
+        if self._script(self._put, [*args, _num(lim.max_entries), *self._pins_now()]) == -1:
+            raise _base.no_room(key)
 
     def get(self, key: str) -> str | None:
         """The original under ``key``, or ``None``; a hit counts as a use."""
         validate_key(key)
-        body = self._script(self._get, [key, _num(self.clock()), _num(self.limits.ttl)])
+        pinned = "1" if self.is_pinned(key) else "0"
+        body = self._script(self._get, [key, _num(self.clock()), _num(self.limits.ttl), pinned])
         return None if body is None else decode_text(bytes(body))
 
     def delete(self, key: str) -> bool:
@@ -307,7 +332,7 @@ class RedisStore(StoreBase):
         """Delete every expired entry and evict down to the caps."""
         lim = self.limits
         args = [_num(self.clock()), _num(lim.ttl), _num(lim.max_bytes), _num(lim.max_entries)]
-        expired, evicted = self._script(self._gc, args)
+        expired, evicted = self._script(self._gc, [*args, *self._pins_now()])
         return GcResult(int(expired), int(evicted))
 
     def clear(self) -> None:
@@ -319,6 +344,13 @@ class RedisStore(StoreBase):
         if self._client is not None:
             self._client.close()
             self._client = None
+
+    def _pins_now(self) -> list[str]:
+        """The pinned keys, for a script that may evict or expire (none when nothing can go)."""
+        lim = self.limits
+        if lim.max_bytes is None and lim.max_entries is None and lim.ttl is None:
+            return []
+        return sorted(self.pinned())
 
     def _live(self) -> redis.Redis:
         if self._client is None:

@@ -9,6 +9,7 @@ so that lone surrogates survive.
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import sqlite3
@@ -155,7 +156,7 @@ class SQLiteStore(StoreBase):
         def run(db: sqlite3.Connection) -> bytes | None:
             now = self.clock()
             row = db.execute("SELECT body, used FROM entries WHERE key = ?", (key,)).fetchone()
-            if row is not None and self.limits.expired(row[1], now):
+            if row is not None and self.limits.expired(row[1], now) and not self.is_pinned(key):
                 db.execute("DELETE FROM entries WHERE key = ?", (key,))
                 self._count(db, "expirations")
                 row = None
@@ -240,8 +241,12 @@ class SQLiteStore(StoreBase):
     def _expire(self, db: sqlite3.Connection, now: float) -> int:
         if self.limits.ttl is None:
             return 0
-        # expired(used, now) is now - used >= ttl
-        gone = db.execute("DELETE FROM entries WHERE used <= ?", (now - self.limits.ttl,)).rowcount
+        # expired(used, now) is now - used >= ttl; pinned keys stay
+        pinned = self.pinned()
+        gone = db.execute(
+            "DELETE FROM entries WHERE used <= ? AND key NOT IN (SELECT value FROM json_each(?))",
+            (now - self.limits.ttl, json.dumps(sorted(pinned))),
+        ).rowcount
         self._count(db, "expirations", gone)
         return gone
 
@@ -255,7 +260,7 @@ class SQLiteStore(StoreBase):
         rows = db.execute(
             "SELECT key, size FROM entries WHERE key IS NOT ? ORDER BY used, key", (keep,)
         ).fetchall()
-        victims = lim.victims(rows, total, entries)
+        victims = lim.victims(rows, total, entries, self.pinned(), keep)
         db.executemany("DELETE FROM entries WHERE key = ?", [(k,) for k in victims])
         self._count(db, "evictions", len(victims))
         return len(victims)
