@@ -56,6 +56,12 @@ TRAJECTORIES = (
 )
 SOCKET_TIMEOUT = 1.0
 """Seconds a Redis call waits for an answer here (``socket_timeout`` in the store URL)."""
+READING = (
+    "Before pins (main at 38e6870), the SQLite row of the first trajectory ended with 3 of its 37 "
+    "markers recalling nothing (evicted). A longest wait near `socket_timeout` is the one call per "
+    "back-off window that waits for a stalled Redis; the rest fail at once. Save errors count "
+    "every refused write, retried at each request."
+)
 RETRY_AFTER = 2.0
 """Seconds a Redis that did not answer is left alone (``retry_after`` in the store URL)."""
 
@@ -489,7 +495,7 @@ def main() -> None:
             "*Recoverable*: a shortened result of the final output whose marker recalls its "
             "original, whose saved path reads it back, or that says `could not be saved`. "
             f"`python bench/faults.py --write` ({time.strftime('%Y-%m-%d')}, as root in a "
-            "container):\n\n" + how + "\n\n" + body,
+            "container):\n\n" + how + "\n\n" + body + "\n\n" + READING,
         )
 
 
