@@ -22,7 +22,7 @@ import toolkeep
 from toolkeep.exceptions import StoreError
 from toolkeep.shorten import CCR_MARKER_RE, archive_key
 from toolkeep.stores import ArchiveStore, Limits, MemoryStore, open_store
-from toolkeep.stores._base import Pinning
+from toolkeep.stores._base import PIN_LEASE, Pinning
 
 from .conftest import TRAJECTORIES, load_trajectory, shared_or_skip
 from .strategies import property_settings
@@ -103,6 +103,65 @@ class TestPins:
             clock.tick(11)
             store.gc()
             assert store.stats().entries == 0
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "redis"])
+def test_pins_are_shared_by_every_opening(make_store: Factory, clock: FakeClock) -> None:
+    """SQLite and Redis keep pins in the file or on the server: a second opening (another
+    process's store) neither evicts nor expires what the first pins, until it releases them or
+    the pin lapses (PIN_LEASE)."""
+    limits = Limits(max_bytes=250, ttl=PIN_LEASE * 3)
+    with make_store(limits=limits, clock=clock) as first, make_store(limits=limits, clock=clock) as other:
+        pinning(first).pin("s1", [k(1), k(2)])
+        first.put(k(1), TEXT)
+        first.put(k(2), TEXT)
+        with pytest.raises(StoreError, match="no room"):
+            other.put(k(3), TEXT)
+        assert other.get(k(1)) == TEXT == other.get(k(2))
+        pinning(first).release("s1")
+        other.put(k(3), TEXT)  # k(1), the oldest, is free to go now
+        assert other.get(k(1)) is None and other.get(k(2)) == TEXT
+        pinning(first).pin("s1", [k(2), k(3)])
+        clock.tick(PIN_LEASE + 1)  # a session that never closed: its pins lapse
+        other.put(k(4), TEXT)
+        assert other.get(k(2)) is None
+
+
+def test_closing_a_session_whose_store_is_gone_does_not_raise(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A Redis server killed before the session closes: releasing the session's pins fails, is
+    logged, and close() still succeeds (the pins lapse on the server by themselves)."""
+    from .redis_server import start_redis_server
+
+    try:
+        proc, url = start_redis_server(tmp_path)
+    except FileNotFoundError:
+        pytest.skip("no redis-server binary")
+    try:
+        session = toolkeep.Session(toolkeep.Config(), workspace=tmp_path / "ws", store=f"{url}?max_bytes=1M")
+        history: list[Any] = [{"role": "user", "content": "go"}]
+        for n in range(3):
+            history += [
+                {
+                    "role": "assistant",
+                    "content": [{"type": "tool_use", "id": f"t{n}", "name": "grep", "input": {}}],
+                },
+                {
+                    "role": "user",
+                    "content": [
+                        {"type": "tool_result", "tool_use_id": f"t{n}", "content": f"{n}\n" * 20_000}
+                    ],
+                },
+            ]
+        out, report = session.prepare(history)
+        assert report.save_errors == [] and CCR_MARKER_RE.search(json.dumps(out))
+    finally:
+        proc.kill()
+        proc.wait()
+    with caplog.at_level("WARNING", logger="toolkeep"):
+        session.close()
+    assert any("could not release this session's pins" in r.getMessage() for r in caplog.records)
 
 
 # ------------------------------------------------------------------------------- whole sessions

@@ -11,7 +11,9 @@ Every backend keeps the same promises (``tests/test_stores.py`` holds them to it
   pinned by the session that made the marker, and is neither evicted nor expired while pinned. A
   write that could fit only by evicting pinned entries is refused with :class:`StoreError` (the
   session then keeps that result whole, or says it ``could not be saved``): a capped store never
-  leaves a marker that no longer recalls. Pins are held by the store object, in this process.
+  leaves a marker that no longer recalls. Pins are held by the store object; SQLite and Redis
+  also write them to the database or server (for :data:`PIN_LEASE` seconds), so that every
+  process sharing the store keeps them.
 - Time comes from an injectable ``clock`` (seconds, like :func:`time.time`), so tests move it
   instead of sleeping.
 - Backend failures surface as :class:`StoreError`, chained ``from`` the backend's own error.
@@ -23,7 +25,7 @@ from __future__ import annotations
 import re
 import threading
 import time
-from collections.abc import Callable, Collection, Container, Iterable
+from collections.abc import Callable, Container, Iterable
 from dataclasses import asdict, dataclass
 from types import TracebackType
 from typing import Any, Protocol, runtime_checkable
@@ -34,6 +36,7 @@ from ..shorten import CHUNK_CHARS, utf8_chunks
 
 __all__ = [
     "MAX_LIMIT",
+    "PIN_LEASE",
     "ArchiveStore",
     "Clock",
     "GcResult",
@@ -49,6 +52,10 @@ __all__ = [
 ]
 
 _KEY = re.compile(r"[0-9a-f]{16}")
+
+PIN_LEASE = 86_400.0
+"""Seconds a pin a store shares with other processes (SQLite, Redis) protects its entry there: a
+session that ends without closing leaves pins that lapse after this."""
 
 MAX_LIMIT = 2**63 - 1
 """The largest size or entry cap (what SQLite's integers and Redis's numbers hold)."""
@@ -246,8 +253,8 @@ class StoreBase(Closing):
     """Limits, clock, counters, pins and context-manager plumbing shared by the built-in stores.
 
     A pinned key is never evicted nor expired; ``owner`` is whoever made the marker that names
-    it (a session). Pins live in this object: another process writing to the same capped SQLite
-    file or Redis namespace does not see them (give it its own file or ``prefix``).
+    it (a session). Pins live in this object; the SQLite and Redis stores also share them through
+    the file or server with every process that opens it.
     """
 
     backend = "base"
@@ -279,7 +286,7 @@ class StoreBase(Closing):
                 else:
                     del self._pinned[key]
 
-    def pinned(self) -> Collection[str]:
+    def pinned(self) -> frozenset[str]:
         """The keys some owner pins now (a snapshot)."""
         with self._pin_lock:
             return frozenset(self._pinned)

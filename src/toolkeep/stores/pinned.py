@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import logging
+
+from ..exceptions import StoreError
 from ._base import ArchiveStore, GcResult, Pinning, StoreBase, StoreStats
+
+log = logging.getLogger("toolkeep")
 
 __all__ = ["PinnedWrites"]
 
@@ -37,6 +42,10 @@ class PinnedWrites(StoreBase):
         return self.store.gc()
 
     def release_all(self) -> None:
-        """Drop the owner's pins (closing the session: its entries may go again under the caps)."""
+        """Drop the owner's pins (closing the session: its entries may go again under the caps).
+        A store that cannot be reached keeps them until they lapse (:data:`PIN_LEASE`)."""
         if isinstance(self.store, Pinning):
-            self.store.release(self.owner)
+            try:
+                self.store.release(self.owner)
+            except StoreError as exc:
+                log.warning("toolkeep: could not release this session's pins: %s", exc)

@@ -7,6 +7,8 @@ works on a cluster::
     {prefix}:sizes   hash   key -> size in bytes
     {prefix}:lru     zset   key scored by its last use (the client's clock, in seconds)
     {prefix}:meta    hash   bytes, hits, misses, evictions, expirations
+    {prefix}:pins    hash   key -> "owner=until;..." for each session that pins it (never evicted
+                            nor expired while a pin lasts; see stores/_base.py)
 
 Each operation is one Lua script, so it is atomic across every process sharing the server: the
 namespace's own LRU order, size cap and TTL hold whatever Redis's server-wide ``maxmemory``
@@ -18,7 +20,7 @@ from __future__ import annotations
 import re
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -35,7 +37,16 @@ __all__ = ["RedisStore", "check_server_url"]
 _PREFIX = re.compile(r"[A-Za-z0-9_.:-]{1,64}")
 
 _COMMON = """
-local data, sizes, lru, meta = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local data, sizes, lru, meta, pins = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+-- pins: key -> 'owner=until;' per owner that pins it (any process); a lapsed one counts for nothing
+local function held(k, now)
+  local v = redis.call('HGET', pins, k)
+  if not v then return false end
+  for _, till in string.gmatch(v, '([^=;]+)=([^;]+);') do
+    if tonumber(till) > now then return true end
+  end
+  return false
+end
 local function drop(k)
   local s = tonumber(redis.call('HGET', sizes, k) or '0')
   redis.call('HDEL', data, k)
@@ -43,20 +54,20 @@ local function drop(k)
   redis.call('ZREM', lru, k)
   redis.call('HINCRBY', meta, 'bytes', -s)
 end
-local function expire(now, ttl, limit, pinned)
+local function expire(now, ttl, limit)
   if ttl < 0 then return 0 end
   local old = redis.call('ZRANGEBYSCORE', lru, '-inf', string.format('%.17g', now - ttl),
                          'LIMIT', 0, limit)
   local n = 0
   for _, k in ipairs(old) do
-    if not pinned[k] then drop(k); n = n + 1 end
+    if not held(k, now) then drop(k); n = n + 1 end
   end
   if n > 0 then redis.call('HINCRBY', meta, 'expirations', n) end
   return n
 end
 -- evict the least recently used entries down to the caps, never a pinned one nor `new`; with
 -- `new` (the key a write just added), when that cannot be done, evict nothing and return -1
-local function evict(maxb, maxn, new, pinned)
+local function evict(maxb, maxn, new, now)
   local total = tonumber(redis.call('HGET', meta, 'bytes') or '0')
   local count = redis.call('ZCARD', lru)
   local function over() return (maxb >= 0 and total > maxb) or (maxn >= 0 and count > maxn) end
@@ -67,7 +78,7 @@ local function evict(maxb, maxn, new, pinned)
     start = start + #batch
     for _, k in ipairs(batch) do
       if not over() then break end
-      if k ~= new and not pinned[k] then
+      if k ~= new and not held(k, now) then
         victims[#victims + 1] = k
         total = total - tonumber(redis.call('HGET', sizes, k) or '0')
         count = count - 1
@@ -79,11 +90,6 @@ local function evict(maxb, maxn, new, pinned)
   if #victims > 0 then redis.call('HINCRBY', meta, 'evictions', #victims) end
   return #victims
 end
-local function pins(first)
-  local out = {}
-  for i = first, #ARGV do out[ARGV[i]] = true end
-  return out
-end
 """
 
 _PUT = (
@@ -91,8 +97,7 @@ _PUT = (
     + """
 local key, body, size, now = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
 local ttl, maxb, maxn = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
-local pinned = pins(8)
-expire(now, ttl, 1000, pinned)
+expire(now, ttl, 1000)
 if redis.call('HEXISTS', data, key) == 1 then
   redis.call('ZADD', lru, string.format('%.17g', now), key)
   return 0
@@ -101,7 +106,7 @@ redis.call('HSET', data, key, body)
 redis.call('HSET', sizes, key, size)
 redis.call('ZADD', lru, string.format('%.17g', now), key)
 redis.call('HINCRBY', meta, 'bytes', size)
-if evict(maxb, maxn, key, pinned) < 0 then
+if evict(maxb, maxn, key, now) < 0 then
   drop(key)
   return -1
 end
@@ -112,9 +117,9 @@ return 1
 _GET = (
     _COMMON
     + """
-local key, now, ttl, pinned = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4] == '1'
+local key, now, ttl = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local used = redis.call('ZSCORE', lru, key)
-if used and not pinned and ttl >= 0 and now - tonumber(used) >= ttl then
+if used and ttl >= 0 and now - tonumber(used) >= ttl and not held(key, now) then
   drop(key)
   redis.call('HINCRBY', meta, 'expirations', 1)
   used = false
@@ -146,9 +151,26 @@ _GC = (
     _COMMON
     + """
 local now, ttl, maxb, maxn = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
-local pinned = pins(5)
-local expired = expire(now, ttl, -1, pinned)
-return {expired, evict(maxb, maxn, '', pinned)}
+local expired = expire(now, ttl, -1)
+return {expired, evict(maxb, maxn, '', now)}
+"""
+)
+
+_PIN = (
+    _COMMON
+    + """
+-- ARGV: owner, till, now, keys...: each key's entry for owner set to till ('': removed), lapsed
+-- ones dropped
+local owner, till, now = ARGV[1], ARGV[2], tonumber(ARGV[3])
+for i = 4, #ARGV do
+  local kept = ''
+  for o, u in string.gmatch(redis.call('HGET', pins, ARGV[i]) or '', '([^=;]+)=([^;]+);') do
+    if o ~= owner and tonumber(u) > now then kept = kept .. o .. '=' .. u .. ';' end
+  end
+  if till ~= '' then kept = kept .. owner .. '=' .. till .. ';' end
+  if kept == '' then redis.call('HDEL', pins, ARGV[i]) else redis.call('HSET', pins, ARGV[i], kept) end
+end
+return 0
 """
 )
 
@@ -258,7 +280,7 @@ class RedisStore(StoreBase):
         self.url = url
         self._redis = _load_redis()
         tag = "{" + prefix + "}"
-        self.keys = [f"{tag}:data", f"{tag}:sizes", f"{tag}:lru", f"{tag}:meta"]
+        self.keys = [f"{tag}:data", f"{tag}:sizes", f"{tag}:lru", f"{tag}:meta", f"{tag}:pins"]
         """The Redis keys this store uses (one namespace)."""
         try:
             if client is None:
@@ -280,6 +302,7 @@ class RedisStore(StoreBase):
         self._get = client.register_script(_GET)
         self._delete = client.register_script(_DELETE)
         self._gc = client.register_script(_GC)
+        self._pin = client.register_script(_PIN)
 
     def put(self, key: str, text: str) -> None:
         """Store ``text`` under ``key`` once; evict the least recently used entries over the caps."""
@@ -288,14 +311,13 @@ class RedisStore(StoreBase):
         self.limits.check_fits(key, len(body))
         lim = self.limits
         args = [key, body, len(body), _num(self.clock()), _num(lim.ttl), _num(lim.max_bytes)]
-        if self._script(self._put, [*args, _num(lim.max_entries), *self._pins_now()]) == -1:
+        if self._script(self._put, [*args, _num(lim.max_entries)]) == -1:
             raise _base.no_room(key)
 
     def get(self, key: str) -> str | None:
         """The original under ``key``, or ``None``; a hit counts as a use."""
         validate_key(key)
-        pinned = "1" if self.is_pinned(key) else "0"
-        body = self._script(self._get, [key, _num(self.clock()), _num(self.limits.ttl), pinned])
+        body = self._script(self._get, [key, _num(self.clock()), _num(self.limits.ttl)])
         return None if body is None else decode_text(bytes(body))
 
     def delete(self, key: str) -> bool:
@@ -332,7 +354,7 @@ class RedisStore(StoreBase):
         """Delete every expired entry and evict down to the caps."""
         lim = self.limits
         args = [_num(self.clock()), _num(lim.ttl), _num(lim.max_bytes), _num(lim.max_entries)]
-        expired, evicted = self._script(self._gc, [*args, *self._pins_now()])
+        expired, evicted = self._script(self._gc, args)
         return GcResult(int(expired), int(evicted))
 
     def clear(self) -> None:
@@ -345,12 +367,22 @@ class RedisStore(StoreBase):
             self._client.close()
             self._client = None
 
-    def _pins_now(self) -> list[str]:
-        """The pinned keys, for a script that may evict or expire (none when nothing can go)."""
-        lim = self.limits
-        if lim.max_bytes is None and lim.max_entries is None and lim.ttl is None:
-            return []
-        return sorted(self.pinned())
+    def pin(self, owner: str, keys: Iterable[str]) -> None:
+        """Pin ``keys`` here and on the server (for :data:`PIN_LEASE` seconds), so that every
+        client of the namespace keeps them."""
+        keys = tuple(keys)
+        super().pin(owner, keys)
+        if keys:
+            now = self.clock()
+            self._script(self._pin, [owner, _num(now + _base.PIN_LEASE), _num(now), *keys])
+
+    def release(self, owner: str) -> None:
+        """Drop ``owner``'s pins, here and on the server."""
+        with self._pin_lock:
+            keys = sorted(self._pins.get(owner, ()))
+        if keys and self._client is not None:
+            self._script(self._pin, [owner, "", _num(self.clock()), *keys])
+        super().release(owner)
 
     def _live(self) -> redis.Redis:
         if self._client is None:
