@@ -263,3 +263,21 @@ def test_any_prepares_on_a_capped_store_leave_only_live_markers(
             assert recalled == markers
             stats = store.stats()
             assert stats.bytes <= max_bytes and (max_entries is None or stats.entries <= max_entries)
+
+
+def test_a_closed_session_leaves_no_pins_in_the_per_user_archive(tmp_path: Path) -> None:
+    """What ``cap_result`` writes into the caller's history is archived in the per-user store
+    too, pinned there while the session lives; closing the session releases those pins in the
+    file (the originals stay, under the caps and TTL like any other)."""
+    import sqlite3
+
+    db = tmp_path / "user.db"
+    config = toolkeep.Config(caller_store_url=f"sqlite:///{db}?max_bytes=10M")
+    with toolkeep.Session(config) as session:
+        capped_text = session.cap_result("t1", "bash", "z\n" * 40_000, cap=1_000)
+        (key,) = CCR_MARKER_RE.findall(capped_text)
+        with sqlite3.connect(db) as con:
+            assert con.execute("SELECT key FROM pins").fetchall() == [(key,)]
+    with sqlite3.connect(db) as con:
+        assert con.execute("SELECT COUNT(*) FROM pins").fetchone() == (0,)
+        assert con.execute("SELECT COUNT(*) FROM entries WHERE key = ?", (key,)).fetchone() == (1,)

@@ -128,6 +128,7 @@ class Session(Closing):
         owner = uuid.uuid4().hex
         self._writes = PinnedWrites(self.store, owner)
         self._holds_writes = PinnedWrites(self._holds, owner)
+        self._durable_writes: PinnedWrites | None = None
         self.steps = build_steps(self.config)
         self.state = SessionState()
         """What the session carries from one request to the next (:mod:`toolkeep.engine`), for
@@ -254,6 +255,8 @@ class Session(Closing):
         if self._durable is None:
             self._check_open()
             self._durable = open_store(self.config.caller_store_url or user_store_url())
+            # its pins (in the file, shared) are released when the session closes, like the rest
+            self._durable_writes = PinnedWrites(self._durable, self._writes.owner)
         return self._durable
 
     def cap_result(self, call_id: str, tool_name: str | None, text: str, *, cap: int | None = None) -> str:
@@ -299,8 +302,9 @@ class Session(Closing):
         """Close the store (if the session opened it) and remove the workspace unless kept.
         A closed session refuses work with :class:`SessionClosedError`."""
         self._closed = True
-        self._writes.release_all()
-        self._holds_writes.release_all()
+        for writes in (self._writes, self._holds_writes, self._durable_writes):
+            if writes is not None:
+                writes.release_all()
         if self._owns_store:
             self.store.close()
         if self._durable is not None:
