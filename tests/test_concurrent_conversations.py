@@ -1,11 +1,14 @@
 """Eight conversations at once through one integration object give, byte for byte, what each
-gives on its own (issue: "threads"): real threads through one ``ToolLoop``, and asyncio tasks
-through one LangChain middleware shared by eight real ``create_agent`` graphs."""
+gives on its own (issue: "threads"): real threads through one ``ToolLoop``, real processes forked
+from one ``ToolLoop`` (sharing its workspace and archive on disk), and asyncio tasks through one
+LangChain middleware shared by eight real ``create_agent`` graphs."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import multiprocessing
+import os
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,6 +18,7 @@ import pytest
 
 import toolkeep
 from toolkeep.integrations.raw import ToolLoop
+from toolkeep.shorten import CCR_MARKER_RE
 
 CONVERSATIONS = 8
 TURNS = 7
@@ -87,6 +91,41 @@ def test_threads_through_one_tool_loop(policy: str, tmp_path: Path) -> None:
         assert len(session._states) == CONVERSATIONS
     assert errors == []
     assert got == expected
+
+
+_FORKED: tuple[ToolLoop, Any] | None = None
+"""The loop and the start barrier the forked processes inherit (set just before the fork)."""
+
+
+def _converse_forked(n: int) -> tuple[int, int, list[str]]:
+    assert _FORKED is not None
+    loop, start = _FORKED
+    start.wait(timeout=60)  # all eight at once, one per process
+    return n, os.getpid(), converse(loop, n)
+
+
+@pytest.mark.parametrize("policy", ["default", "economy"])
+def test_processes_forked_from_one_tool_loop(policy: str, tmp_path: Path) -> None:
+    """Eight processes, each forked from the one ``ToolLoop`` (so each holds the same object, its
+    session and workspace), run their conversations at once, writing results and originals into
+    the one workspace on disk: every request is byte-equal to the serial run's, and every original
+    a marker names is in the shared archive afterwards."""
+    global _FORKED
+    config = toolkeep.Config(policy=policy)
+    expected = serial(tmp_path, config)
+    with toolkeep.Session(config, workspace=tmp_path / "ws") as session:
+        fork = multiprocessing.get_context("fork")
+        _FORKED = ToolLoop({"read": read}, format="anthropic", session=session), fork.Barrier(CONVERSATIONS)
+        try:
+            with fork.Pool(CONVERSATIONS) as pool:
+                done = pool.map(_converse_forked, range(CONVERSATIONS), chunksize=1)
+        finally:
+            _FORKED = None
+        assert len({pid for _, pid, _ in done} | {os.getpid()}) == CONVERSATIONS + 1
+        got = {n: sent for n, _, sent in done}
+        assert got == expected
+        keys = {key for sent in got.values() for text in sent for key in CCR_MARKER_RE.findall(text)}
+        assert keys and all(session.recall(key) is not None for key in keys)
 
 
 def test_asyncio_tasks_through_one_langchain_middleware(tmp_path: Path) -> None:

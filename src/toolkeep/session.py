@@ -6,6 +6,7 @@ import json
 import logging
 import os
 import threading
+import uuid
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from typing import Any, overload
@@ -26,6 +27,7 @@ from .shorten import archive_key
 from .steps import StepContext, ToolCaps
 from .stores import ArchiveStore, open_store, store_for_config
 from .stores.layered import LayeredStore
+from .stores.pinned import PinnedWrites
 from .userdirs import user_store_url
 from .workspace import Workspace
 
@@ -121,6 +123,12 @@ class Session(Closing):
         if not outlives and self.config.caller_store_url != "":
             self._holds = LayeredStore(self.store, self._durable_store, write_both=True)
             self.recall_store = LayeredStore(self.store, self._durable_store)
+        # what this session archives is pinned in the store while the session lives, so that a
+        # capped store never evicts an original a marker it sent names (stores/_base.py)
+        owner = uuid.uuid4().hex
+        self._writes = PinnedWrites(self.store, owner)
+        self._holds_writes = PinnedWrites(self._holds, owner)
+        self._durable_writes: PinnedWrites | None = None
         self.steps = build_steps(self.config)
         self.state = SessionState()
         """What the session carries from one request to the next (:mod:`toolkeep.engine`), for
@@ -177,7 +185,7 @@ class Session(Closing):
         try:
             fmt = self._format(messages, format, same)
             report = Report(format=fmt.name)
-            ctx = StepContext(fmt, self.config, self.workspace, self.store, report, memo=state.memo)
+            ctx = StepContext(fmt, self.config, self.workspace, self._writes, report, memo=state.memo)
             prepared = Prepared(engine.run(fmt, messages, self.steps, ctx, state, same), report)
         except BaseException:
             state.resolved = None
@@ -247,6 +255,8 @@ class Session(Closing):
         if self._durable is None:
             self._check_open()
             self._durable = open_store(self.config.caller_store_url or user_store_url())
+            # its pins (in the file, shared) are released when the session closes, like the rest
+            self._durable_writes = PinnedWrites(self._durable, self._writes.owner)
         return self._durable
 
     def cap_result(self, call_id: str, tool_name: str | None, text: str, *, cap: int | None = None) -> str:
@@ -267,7 +277,7 @@ class Session(Closing):
         if cap is not None:
             caps = ToolCaps(default=cap, caps={}, head=caps.head, tail=caps.tail)
         # a cut reads no format: any one will do
-        ctx = StepContext(get_format("anthropic"), self.config, self.workspace, self._holds, Report())
+        ctx = StepContext(get_format("anthropic"), self.config, self.workspace, self._holds_writes, Report())
         part = ToolResultPart(call_id, text, name=tool_name)
         capped = caps.cut(part, ctx)
         return text if capped is None else capped.text
@@ -292,6 +302,9 @@ class Session(Closing):
         """Close the store (if the session opened it) and remove the workspace unless kept.
         A closed session refuses work with :class:`SessionClosedError`."""
         self._closed = True
+        for writes in (self._writes, self._holds_writes, self._durable_writes):
+            if writes is not None:
+                writes.release_all()
         if self._owns_store:
             self.store.close()
         if self._durable is not None:

@@ -7,6 +7,13 @@ Every backend keeps the same promises (``tests/test_stores.py`` holds them to it
 - Limits (:class:`Limits`): a size cap in UTF-8 bytes, an optional entry cap, and a TTL counted
   from the last use (``put`` or ``get``). Over a cap, the least recently used entries go first.
   An original bigger than the whole size cap is refused with :class:`StoreError`.
+- Pins (:meth:`StoreBase.pin`): a key a live history names by its ``<<ccr:KEY>>`` marker is
+  pinned by the session that made the marker, and is neither evicted nor expired while pinned. A
+  write that could fit only by evicting pinned entries is refused with :class:`StoreError` (the
+  session then keeps that result whole, or says it ``could not be saved``): a capped store never
+  leaves a marker that no longer recalls. Pins are held by the store object; SQLite and Redis
+  also write them to the database or server (for :data:`PIN_LEASE` seconds), so that every
+  process sharing the store keeps them.
 - Time comes from an injectable ``clock`` (seconds, like :func:`time.time`), so tests move it
   instead of sleeping.
 - Backend failures surface as :class:`StoreError`, chained ``from`` the backend's own error.
@@ -16,8 +23,9 @@ Every backend keeps the same promises (``tests/test_stores.py`` holds them to it
 from __future__ import annotations
 
 import re
+import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Container, Iterable
 from dataclasses import asdict, dataclass
 from types import TracebackType
 from typing import Any, Protocol, runtime_checkable
@@ -28,19 +36,26 @@ from ..shorten import CHUNK_CHARS, utf8_chunks
 
 __all__ = [
     "MAX_LIMIT",
+    "PIN_LEASE",
     "ArchiveStore",
     "Clock",
     "GcResult",
     "Limits",
+    "Pinning",
     "StoreBase",
     "StoreStats",
     "decode_text",
     "encode_text",
+    "no_room",
     "utf8_size",
     "validate_key",
 ]
 
 _KEY = re.compile(r"[0-9a-f]{16}")
+
+PIN_LEASE = 86_400.0
+"""Seconds a pin a store shares with other processes (SQLite, Redis) protects its entry there: a
+session that ends without closing leaves pins that lapse after this."""
 
 MAX_LIMIT = 2**63 - 1
 """The largest size or entry cap (what SQLite's integers and Redis's numbers hold)."""
@@ -125,16 +140,38 @@ class Limits:
             self.max_entries is not None and entries > self.max_entries
         )
 
-    def victims(self, by_age: Iterable[tuple[str, int]], total_bytes: int, entries: int) -> list[str]:
-        """Keys to evict, oldest first, from ``(key, size)`` pairs in least-recently-used order."""
+    def victims(
+        self,
+        by_age: Iterable[tuple[str, int]],
+        total_bytes: int,
+        entries: int,
+        pinned: Container[str] = (),
+        new: str | None = None,
+    ) -> list[str]:
+        """Keys to evict, oldest first, from ``(key, size)`` pairs in least-recently-used order;
+        ``pinned`` keys are never chosen. With ``new`` (the key a write just added), a store that
+        would still be over its caps after every choice is :class:`StoreError`, before anything
+        is evicted: the write is refused rather than a pinned entry lost."""
         out: list[str] = []
         for key, size in by_age:
             if not self.over(total_bytes, entries):
                 break
+            if key in pinned or key == new:
+                continue
             out.append(key)
             total_bytes -= size
             entries -= 1
+        if new is not None and self.over(total_bytes, entries):
+            raise no_room(new)
         return out
+
+
+def no_room(key: str) -> StoreError:
+    """The error of a write refused because only pinned entries could have made room for it."""
+    return StoreError(
+        f"no room for original {key}: the store is at its caps and what it holds is named by "
+        "live histories (pinned), so nothing may be evicted for it"
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,8 +238,24 @@ class ArchiveStore(Protocol):
     ) -> None: ...
 
 
+@runtime_checkable
+class Pinning(Protocol):
+    """A store that keeps what live histories name (every built-in store): see :class:`StoreBase`."""
+
+    def pin(self, owner: str, keys: Iterable[str]) -> None:
+        """Keep ``keys`` (from eviction and expiry) until ``owner`` releases them."""
+
+    def release(self, owner: str) -> None:
+        """Drop every pin ``owner`` holds."""
+
+
 class StoreBase(Closing):
-    """Limits, clock, counters and context-manager plumbing shared by the built-in stores."""
+    """Limits, clock, counters, pins and context-manager plumbing shared by the built-in stores.
+
+    A pinned key is never evicted nor expired; ``owner`` is whoever made the marker that names
+    it (a session). Pins live in this object; the SQLite and Redis stores also share them through
+    the file or server with every process that opens it.
+    """
 
     backend = "base"
 
@@ -210,6 +263,36 @@ class StoreBase(Closing):
         self.limits = limits if limits is not None else Limits()
         self.clock: Clock = clock if clock is not None else time.time
         self._hits = self._misses = self._evictions = self._expirations = 0
+        self._pins: dict[str, set[str]] = {}
+        self._pinned: dict[str, int] = {}  # key -> how many owners pin it
+        self._pin_lock = threading.Lock()
+
+    def pin(self, owner: str, keys: Iterable[str]) -> None:
+        """Keep ``keys`` from eviction and expiry until ``owner`` releases them."""
+        with self._pin_lock:
+            held = self._pins.setdefault(owner, set())
+            for key in keys:
+                if validate_key(key) not in held:
+                    held.add(key)
+                    self._pinned[key] = self._pinned.get(key, 0) + 1
+
+    def release(self, owner: str) -> None:
+        """Drop every pin ``owner`` holds (its entries may go again under the caps and TTL)."""
+        with self._pin_lock:
+            for key in self._pins.pop(owner, ()):
+                left = self._pinned[key] - 1
+                if left:
+                    self._pinned[key] = left
+                else:
+                    del self._pinned[key]
+
+    def pinned(self) -> frozenset[str]:
+        """The keys some owner pins now (a snapshot)."""
+        with self._pin_lock:
+            return frozenset(self._pinned)
+
+    def is_pinned(self, key: str) -> bool:
+        return key in self._pinned
 
     def _stats(self, entries: int, size: int) -> StoreStats:
         return StoreStats(

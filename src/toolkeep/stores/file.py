@@ -82,7 +82,11 @@ class FileStore(StoreBase):
                     atomic_write(name, text, dir_fd=fd)  # a chunk at a time: no encoded copy
                     if self.clock is not time.time:  # else the write stamped the file with it
                         os.utime(name, (now, now), dir_fd=fd, follow_symlinks=False)
-                    self._evict(fd, keep=name)
+                    try:
+                        self._evict(fd, keep=name)
+                    except StoreError:
+                        os.unlink(name, dir_fd=fd)  # refused: no room without evicting what is pinned
+                        raise
             except OSError as exc:
                 raise StoreError(f"cannot archive {key} in {self.directory}: {exc.strerror}") from exc
 
@@ -115,7 +119,7 @@ class FileStore(StoreBase):
             info = os.fstat(handle)
             if not stat.S_ISREG(info.st_mode):
                 raise refused_link(self.directory / name, "something other than a file")
-            if self.limits.expired(info.st_mtime, now):
+            if self.limits.expired(info.st_mtime, now) and not self.is_pinned(name[:-4]):
                 os.unlink(name, dir_fd=fd)
                 self._expirations += 1
                 return None
@@ -175,9 +179,12 @@ class FileStore(StoreBase):
     def _expire_all(self, fd: int, now: float) -> None:
         if self.limits.ttl is None:
             return
+        pinned = self.pinned()
         for name, _, used in self._scan(fd):
             if not self.limits.expired(used, now):
                 break
+            if name[:-4] in pinned:
+                continue
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(name, dir_fd=fd)
                 self._expirations += 1
@@ -187,11 +194,12 @@ class FileStore(StoreBase):
             return
         entries = self._scan(fd)
         # the entry just written is the newest and must not pay for its own arrival
-        by_age = [(name, size) for name, size, _ in entries if name != keep]
+        by_age = [(name[:-4], size) for name, size, _ in entries if name != keep]
         total = sum(size for _, size, _ in entries)
-        for name in self.limits.victims(by_age, total, len(entries)):
+        new = None if keep is None else keep[:-4]
+        for key in self.limits.victims(by_age, total, len(entries), self.pinned(), new):
             with contextlib.suppress(FileNotFoundError):
-                os.unlink(name, dir_fd=fd)
+                os.unlink(f"{key}.txt", dir_fd=fd)
                 self._evictions += 1
 
     def __repr__(self) -> str:

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
-from ._base import ArchiveStore, GcResult, StoreBase, StoreStats
+from ._base import ArchiveStore, GcResult, Pinning, StoreBase, StoreStats
 
 __all__ = ["LayeredStore"]
 
@@ -33,6 +33,18 @@ class LayeredStore(StoreBase):
     def get(self, key: str) -> str | None:
         text = self.primary.get(key)
         return text if text is not None else self._durable().get(key)
+
+    def pin(self, owner: str, keys: Iterable[str]) -> None:
+        """Pin ``keys`` where they are written: ``primary``, and the durable store with ``write_both``."""
+        keys = tuple(keys)
+        for store in (self.primary, self._durable()) if self.write_both else (self.primary,):
+            if isinstance(store, Pinning):
+                store.pin(owner, keys)
+
+    def release(self, owner: str) -> None:
+        """Release ``owner``'s pins in ``primary`` (the durable store's go when its owner closes it)."""
+        if isinstance(self.primary, Pinning):
+            self.primary.release(owner)
 
     def delete(self, key: str) -> bool:
         return self.primary.delete(key)

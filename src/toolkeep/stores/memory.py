@@ -51,7 +51,11 @@ class MemoryStore(StoreBase):
             self.limits.check_fits(key, size)
             self._data[key] = _Entry(text, size, now)
             self._bytes += size
-            self._evict()
+            try:
+                self._evict(new=key)
+            except BaseException:
+                self._remove(key)  # refused: no room without evicting what is pinned
+                raise
 
     def get(self, key: str) -> str | None:
         """The original under ``key``, or ``None``; a hit counts as a use."""
@@ -59,7 +63,7 @@ class MemoryStore(StoreBase):
         with self._lock:
             now = self.clock()
             entry = self._data.get(key)
-            if entry is not None and self.limits.expired(entry.used, now):
+            if entry is not None and self.limits.expired(entry.used, now) and not self.is_pinned(key):
                 self._remove(key)
                 self._expirations += 1
                 entry = None
@@ -100,17 +104,19 @@ class MemoryStore(StoreBase):
     def _expire(self, now: float) -> None:
         if self.limits.ttl is None:
             return
-        # the dict is in order of use, so the expired entries are a prefix
+        # the dict is in order of use, so the expired entries are a prefix (pinned ones stay)
+        pinned = self.pinned()
         for key in list(self._data):
             if not self.limits.expired(self._data[key].used, now):
                 break
-            self._remove(key)
-            self._expirations += 1
+            if key not in pinned:
+                self._remove(key)
+                self._expirations += 1
 
-    def _evict(self) -> None:
+    def _evict(self, new: str | None = None) -> None:
         if not self.limits.over(self._bytes, len(self._data)):
             return
         by_age = [(key, entry.size) for key, entry in self._data.items()]
-        for key in self.limits.victims(by_age, self._bytes, len(self._data)):
+        for key in self.limits.victims(by_age, self._bytes, len(self._data), self.pinned(), new):
             self._remove(key)
             self._evictions += 1

@@ -7,6 +7,8 @@ works on a cluster::
     {prefix}:sizes   hash   key -> size in bytes
     {prefix}:lru     zset   key scored by its last use (the client's clock, in seconds)
     {prefix}:meta    hash   bytes, hits, misses, evictions, expirations
+    {prefix}:pins    hash   key -> "owner=until;..." for each session that pins it (never evicted
+                            nor expired while a pin lasts; see stores/_base.py)
 
 Each operation is one Lua script, so it is atomic across every process sharing the server: the
 namespace's own LRU order, size cap and TTL hold whatever Redis's server-wide ``maxmemory``
@@ -18,11 +20,12 @@ from __future__ import annotations
 import re
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from ..exceptions import ConfigError, StoreError
+from . import _base
 from ._base import Clock, GcResult, Limits, StoreBase, StoreStats, decode_text, encode_text, validate_key
 from .url import mask_url
 
@@ -34,7 +37,16 @@ __all__ = ["RedisStore", "check_server_url"]
 _PREFIX = re.compile(r"[A-Za-z0-9_.:-]{1,64}")
 
 _COMMON = """
-local data, sizes, lru, meta = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local data, sizes, lru, meta, pins = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+-- pins: key -> 'owner=until;' per owner that pins it (any process); a lapsed one counts for nothing
+local function held(k, now)
+  local v = redis.call('HGET', pins, k)
+  if not v then return false end
+  for _, till in string.gmatch(v, '([^=;]+)=([^;]+);') do
+    if tonumber(till) > now then return true end
+  end
+  return false
+end
 local function drop(k)
   local s = tonumber(redis.call('HGET', sizes, k) or '0')
   redis.call('HDEL', data, k)
@@ -46,25 +58,37 @@ local function expire(now, ttl, limit)
   if ttl < 0 then return 0 end
   local old = redis.call('ZRANGEBYSCORE', lru, '-inf', string.format('%.17g', now - ttl),
                          'LIMIT', 0, limit)
-  for _, k in ipairs(old) do drop(k) end
-  if #old > 0 then redis.call('HINCRBY', meta, 'expirations', #old) end
-  return #old
-end
-local function evict(maxb, maxn, keep)
   local n = 0
-  while true do
-    local total = tonumber(redis.call('HGET', meta, 'bytes') or '0')
-    local count = redis.call('ZCARD', lru)
-    if not ((maxb >= 0 and total > maxb) or (maxn >= 0 and count > maxn)) then break end
-    local oldest = redis.call('ZRANGE', lru, 0, 1)
-    local victim = oldest[1]
-    if victim == keep then victim = oldest[2] end
-    if not victim then break end
-    drop(victim)
-    n = n + 1
+  for _, k in ipairs(old) do
+    if not held(k, now) then drop(k); n = n + 1 end
   end
-  if n > 0 then redis.call('HINCRBY', meta, 'evictions', n) end
+  if n > 0 then redis.call('HINCRBY', meta, 'expirations', n) end
   return n
+end
+-- evict the least recently used entries down to the caps, never a pinned one nor `new`; with
+-- `new` (the key a write just added), when that cannot be done, evict nothing and return -1
+local function evict(maxb, maxn, new, now)
+  local total = tonumber(redis.call('HGET', meta, 'bytes') or '0')
+  local count = redis.call('ZCARD', lru)
+  local function over() return (maxb >= 0 and total > maxb) or (maxn >= 0 and count > maxn) end
+  local victims, start = {}, 0
+  while over() do
+    local batch = redis.call('ZRANGE', lru, start, start + 99)
+    if #batch == 0 then break end
+    start = start + #batch
+    for _, k in ipairs(batch) do
+      if not over() then break end
+      if k ~= new and not held(k, now) then
+        victims[#victims + 1] = k
+        total = total - tonumber(redis.call('HGET', sizes, k) or '0')
+        count = count - 1
+      end
+    end
+  end
+  if new ~= '' and over() then return -1 end
+  for _, k in ipairs(victims) do drop(k) end
+  if #victims > 0 then redis.call('HINCRBY', meta, 'evictions', #victims) end
+  return #victims
 end
 """
 
@@ -82,7 +106,10 @@ redis.call('HSET', data, key, body)
 redis.call('HSET', sizes, key, size)
 redis.call('ZADD', lru, string.format('%.17g', now), key)
 redis.call('HINCRBY', meta, 'bytes', size)
-evict(maxb, maxn, key)
+if evict(maxb, maxn, key, now) < 0 then
+  drop(key)
+  return -1
+end
 return 1
 """
 )
@@ -92,7 +119,7 @@ _GET = (
     + """
 local key, now, ttl = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local used = redis.call('ZSCORE', lru, key)
-if used and ttl >= 0 and now - tonumber(used) >= ttl then
+if used and ttl >= 0 and now - tonumber(used) >= ttl and not held(key, now) then
   drop(key)
   redis.call('HINCRBY', meta, 'expirations', 1)
   used = false
@@ -125,7 +152,25 @@ _GC = (
     + """
 local now, ttl, maxb, maxn = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local expired = expire(now, ttl, -1)
-return {expired, evict(maxb, maxn, '')}
+return {expired, evict(maxb, maxn, '', now)}
+"""
+)
+
+_PIN = (
+    _COMMON
+    + """
+-- ARGV: owner, till, now, keys...: each key's entry for owner set to till ('': removed), lapsed
+-- ones dropped
+local owner, till, now = ARGV[1], ARGV[2], tonumber(ARGV[3])
+for i = 4, #ARGV do
+  local kept = ''
+  for o, u in string.gmatch(redis.call('HGET', pins, ARGV[i]) or '', '([^=;]+)=([^;]+);') do
+    if o ~= owner and tonumber(u) > now then kept = kept .. o .. '=' .. u .. ';' end
+  end
+  if till ~= '' then kept = kept .. owner .. '=' .. till .. ';' end
+  if kept == '' then redis.call('HDEL', pins, ARGV[i]) else redis.call('HSET', pins, ARGV[i], kept) end
+end
+return 0
 """
 )
 
@@ -235,7 +280,7 @@ class RedisStore(StoreBase):
         self.url = url
         self._redis = _load_redis()
         tag = "{" + prefix + "}"
-        self.keys = [f"{tag}:data", f"{tag}:sizes", f"{tag}:lru", f"{tag}:meta"]
+        self.keys = [f"{tag}:data", f"{tag}:sizes", f"{tag}:lru", f"{tag}:meta", f"{tag}:pins"]
         """The Redis keys this store uses (one namespace)."""
         try:
             if client is None:
@@ -257,6 +302,7 @@ class RedisStore(StoreBase):
         self._get = client.register_script(_GET)
         self._delete = client.register_script(_DELETE)
         self._gc = client.register_script(_GC)
+        self._pin = client.register_script(_PIN)
 
     def put(self, key: str, text: str) -> None:
         """Store ``text`` under ``key`` once; evict the least recently used entries over the caps."""
@@ -265,7 +311,8 @@ class RedisStore(StoreBase):
         self.limits.check_fits(key, len(body))
         lim = self.limits
         args = [key, body, len(body), _num(self.clock()), _num(lim.ttl), _num(lim.max_bytes)]
-        self._script(self._put, [*args, _num(lim.max_entries)])
+        if self._script(self._put, [*args, _num(lim.max_entries)]) == -1:
+            raise _base.no_room(key)
 
     def get(self, key: str) -> str | None:
         """The original under ``key``, or ``None``; a hit counts as a use."""
@@ -319,6 +366,23 @@ class RedisStore(StoreBase):
         if self._client is not None:
             self._client.close()
             self._client = None
+
+    def pin(self, owner: str, keys: Iterable[str]) -> None:
+        """Pin ``keys`` here and on the server (for :data:`PIN_LEASE` seconds), so that every
+        client of the namespace keeps them."""
+        keys = tuple(keys)
+        super().pin(owner, keys)
+        if keys:
+            now = self.clock()
+            self._script(self._pin, [owner, _num(now + _base.PIN_LEASE), _num(now), *keys])
+
+    def release(self, owner: str) -> None:
+        """Drop ``owner``'s pins, here and on the server."""
+        with self._pin_lock:
+            keys = sorted(self._pins.get(owner, ()))
+        if keys and self._client is not None:
+            self._script(self._pin, [owner, "", _num(self.clock()), *keys])
+        super().release(owner)
 
     def _live(self) -> redis.Redis:
         if self._client is None:

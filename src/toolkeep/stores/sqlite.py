@@ -9,18 +9,20 @@ so that lone surrogates survive.
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import sqlite3
 import stat
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Iterable
 from pathlib import Path
 from typing import TypeVar
 
 from ..exceptions import StoreError, StoreNotFoundError
 from ..shorten import CHUNK_CHARS, utf8_chunks
 from ._base import (
+    PIN_LEASE,
     Clock,
     GcResult,
     Limits,
@@ -45,7 +47,16 @@ CREATE TABLE IF NOT EXISTS entries (
 );
 CREATE INDEX IF NOT EXISTS entries_by_use ON entries (used, key);
 CREATE TABLE IF NOT EXISTS counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS pins (
+    key   TEXT NOT NULL,
+    owner TEXT NOT NULL,
+    until REAL NOT NULL,
+    PRIMARY KEY (key, owner)
+);
 """
+_HAS_PINS = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'pins'"
+_SHARED_PINS = "SELECT key FROM pins WHERE until > ?"
+
 _COUNTERS = ("hits", "misses", "evictions", "expirations")
 _HAS_TABLE = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'entries'"
 _SIDE_FILES = ("-wal", "-shm", "-journal")
@@ -88,6 +99,7 @@ class SQLiteStore(StoreBase):
         self.path = Path(path)
         self._lock = threading.Lock()
         self._db: sqlite3.Connection | None = None
+        self._shared_pins = False
         try:
             if create:
                 self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -107,6 +119,8 @@ class SQLiteStore(StoreBase):
             self._db.execute("PRAGMA synchronous=NORMAL")
             if create:
                 self._db.executescript(_SCHEMA)
+            # a file made before pins were shared has no such table: its pins stay in-process
+            self._shared_pins = bool(self._db.execute(_HAS_PINS).fetchone())
         except FileNotFoundError as exc:
             self.close()
             if not create:
@@ -155,7 +169,7 @@ class SQLiteStore(StoreBase):
         def run(db: sqlite3.Connection) -> bytes | None:
             now = self.clock()
             row = db.execute("SELECT body, used FROM entries WHERE key = ?", (key,)).fetchone()
-            if row is not None and self.limits.expired(row[1], now):
+            if row is not None and self.limits.expired(row[1], now) and key not in self._all_pins(db, now):
                 db.execute("DELETE FROM entries WHERE key = ?", (key,))
                 self._count(db, "expirations")
                 row = None
@@ -205,6 +219,33 @@ class SQLiteStore(StoreBase):
 
         return self._write(run)
 
+    def pin(self, owner: str, keys: Iterable[str]) -> None:
+        """Pin ``keys`` here and in the file (for :data:`PIN_LEASE` seconds), so that every
+        process writing to it keeps them."""
+        keys = tuple(keys)
+        super().pin(owner, keys)
+        if self._shared_pins and keys:
+            until = self.clock() + PIN_LEASE
+            self._write(
+                lambda db: db.executemany(
+                    "INSERT OR REPLACE INTO pins VALUES (?, ?, ?)", [(k, owner, until) for k in keys]
+                )
+            )
+
+    def release(self, owner: str) -> None:
+        """Drop ``owner``'s pins, here and in the file (and every lapsed one)."""
+        super().release(owner)
+        if self._shared_pins and self._db is not None:
+            now = self.clock()
+            self._write(lambda db: db.execute("DELETE FROM pins WHERE owner = ? OR until <= ?", (owner, now)))
+
+    def _all_pins(self, db: sqlite3.Connection, now: float) -> Collection[str]:
+        """The keys pinned by this process or, in the file, by any other."""
+        mine = self.pinned()
+        if not self._shared_pins:
+            return mine
+        return mine | {key for (key,) in db.execute(_SHARED_PINS, (now,))}
+
     def close(self) -> None:
         """Close the database connection. Safe to call more than once."""
         with self._lock:
@@ -240,8 +281,12 @@ class SQLiteStore(StoreBase):
     def _expire(self, db: sqlite3.Connection, now: float) -> int:
         if self.limits.ttl is None:
             return 0
-        # expired(used, now) is now - used >= ttl
-        gone = db.execute("DELETE FROM entries WHERE used <= ?", (now - self.limits.ttl,)).rowcount
+        # expired(used, now) is now - used >= ttl; pinned keys stay
+        pinned = self._all_pins(db, now)
+        gone = db.execute(
+            "DELETE FROM entries WHERE used <= ? AND key NOT IN (SELECT value FROM json_each(?))",
+            (now - self.limits.ttl, json.dumps(sorted(pinned))),
+        ).rowcount
         self._count(db, "expirations", gone)
         return gone
 
@@ -255,7 +300,7 @@ class SQLiteStore(StoreBase):
         rows = db.execute(
             "SELECT key, size FROM entries WHERE key IS NOT ? ORDER BY used, key", (keep,)
         ).fetchall()
-        victims = lim.victims(rows, total, entries)
+        victims = lim.victims(rows, total, entries, self._all_pins(db, self.clock()), keep)
         db.executemany("DELETE FROM entries WHERE key = ?", [(k,) for k in victims])
         self._count(db, "evictions", len(victims))
         return len(victims)
