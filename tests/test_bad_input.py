@@ -18,6 +18,7 @@ import pytest
 
 import toolkeep
 from toolkeep import DetectionError, FormatError, Session
+from toolkeep.policies import POLICIES
 from toolkeep.shorten import CCR_MARKER_RE
 
 from .test_cli_core import TOOLKEEP, one_error_line, run
@@ -279,6 +280,20 @@ def test_deep_nesting_api(session: Session) -> None:
     history[1] = {**history[1], "content": [{**history[1]["content"][0], "input": {"x": nested(100_000)}}]}
     out, _ = session.prepare(history)
     assert out[1] is history[1]
+
+
+@pytest.mark.parametrize("policy", sorted(POLICIES))
+def test_deep_nesting_in_a_call_input_passes_every_policy(policy: str, tmp_path: Path) -> None:
+    """The model's arguments nested 100,000 deep never raise, whatever the policy: the cache-aware
+    one measures and shortens call inputs, and leaves what lies too deep as it came."""
+    history = big_result_history("ok")
+    history[1] = {**history[1], "content": [{**history[1]["content"][0], "input": {"x": nested(100_000)}}]}
+    with Session(toolkeep.Config(policy=policy), workspace=tmp_path / "ws") as session:
+        out, _ = session.prepare(history)
+        assert out[1] is history[1]
+        again, _ = session.prepare([*history, {"role": "assistant", "content": "done"}])
+    assert again[1] is history[1]
+    assert toolkeep.validate(again, "anthropic") == []
 
 
 @pytest.mark.parametrize("where", ["top", "content", "input"])

@@ -441,8 +441,36 @@ def text_chars(text: str) -> int:
 
 
 def input_chars(value: Any) -> int:
-    """Chars of a value (a tool call's input, a block sent as it came) as compact JSON."""
-    return len(json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str))
+    """Chars of a value (a tool call's input, a block sent as it came) as compact JSON; counted
+    without recursion where the value is nested too deep for ``json.dumps`` (what a model may
+    write into its arguments), and a value met twice (a cycle) counted once."""
+    try:
+        return len(json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str))
+    except (RecursionError, ValueError):
+        return _walked_chars(value)
+
+
+def _walked_chars(value: Any) -> int:
+    size = 0
+    seen: set[int] = set()
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, (Mapping, list, tuple)):
+            if id(v) in seen:
+                continue
+            seen.add(id(v))
+            items = list(v.items()) if isinstance(v, Mapping) else [(None, x) for x in v]
+            size += 2 + max(len(items) - 1, 0)
+            for k, x in items:
+                if k is not None:
+                    size += text_chars(str(k)) + 3  # quotes and the colon
+                stack.append(x)
+        elif isinstance(v, str):
+            size += text_chars(v) + 2
+        else:
+            size += len(json.dumps(v, default=str))
+    return size
 
 
 def list_chars(sizes: Iterable[int]) -> int:

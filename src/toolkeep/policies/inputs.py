@@ -26,9 +26,17 @@ _OMITTED = " chars omitted from old tool call input ...]"
 _OMITTED_TAIL = re.compile(r"\n\[\.\.\. (\d+)" + re.escape(_OMITTED) + r" <<ccr:([0-9a-f]{16})>>\Z")
 
 
-def input_form(value: Any, ctx: StepContext, min_chars: int, head: int) -> Any:
+MAX_DEPTH = 32
+"""How deep in a call's arguments strings are shortened (and looked at to restore): the model
+may nest its arguments arbitrarily deep, and what lies deeper is left as it came."""
+
+
+def input_form(value: Any, ctx: StepContext, min_chars: int, head: int, depth: int = 0) -> Any:
     """``value`` (a call's arguments) with every string longer than ``min_chars`` cut to its
-    first ``head`` chars and the omission marker, the whole string archived first."""
+    first ``head`` chars and the omission marker, the whole string archived first; what lies
+    deeper than :data:`MAX_DEPTH` stays as it is."""
+    if depth > MAX_DEPTH:
+        return value
     if isinstance(value, str):
         if len(value) <= min_chars:
             return value
@@ -38,9 +46,9 @@ def input_form(value: Any, ctx: StepContext, min_chars: int, head: int) -> Any:
         way = f" {marker(key)}" if key else ""
         return f"{value[:head]}\n[... {len(value) - head}{_OMITTED}{way}"
     if isinstance(value, Mapping):
-        return {k: input_form(v, ctx, min_chars, head) for k, v in value.items()}
+        return {k: input_form(v, ctx, min_chars, head, depth + 1) for k, v in value.items()}
     if isinstance(value, list):
-        return [input_form(v, ctx, min_chars, head) for v in value]
+        return [input_form(v, ctx, min_chars, head, depth + 1) for v in value]
     return value
 
 
@@ -96,9 +104,12 @@ class RestoreInputs(Step):
         return history if out is None else out
 
 
-def _restored(value: Any, ctx: StepContext) -> Any:
-    """``value`` with each string that is an input form of an archived original replaced by it;
-    the very same object when there is none."""
+def _restored(value: Any, ctx: StepContext, depth: int = 0) -> Any:
+    """``value`` with each string that is an input form of an archived original replaced by it
+    (down to :data:`MAX_DEPTH`, as deep as :func:`input_form` makes them); the very same object
+    when there is none."""
+    if depth > MAX_DEPTH:
+        return value
     if isinstance(value, str):
         found = _OMITTED_TAIL.search(value) if value.endswith(">>") else None
         if found is None:
@@ -113,9 +124,9 @@ def _restored(value: Any, ctx: StepContext) -> Any:
             return value
         return original
     if isinstance(value, Mapping):
-        items = {k: _restored(v, ctx) for k, v in value.items()}
+        items = {k: _restored(v, ctx, depth + 1) for k, v in value.items()}
         return value if all(items[k] is v for k, v in value.items()) else items
     if isinstance(value, list):
-        restored = [_restored(v, ctx) for v in value]
+        restored = [_restored(v, ctx, depth + 1) for v in value]
         return value if all(a is b for a, b in zip(restored, value, strict=True)) else restored
     return value
