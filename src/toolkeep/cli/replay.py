@@ -13,7 +13,7 @@ import click
 from ..config import Config
 from ..exceptions import ConfigError, FormatError
 from ..policies import POLICIES
-from ..pricing import PRESETS
+from ..pricing import DEFAULT_PRICING, PRESETS, resolve_pricing
 from ..replay import combine, format_names, get_counter, iter_log_files, load_sessions, replay_session
 from ..replay.cost import CACHE_READ, CACHE_WRITE
 from ..replay.importers import RecordedSession
@@ -70,7 +70,7 @@ COST_MODEL = (
     default=None,
     help="Price list the policy decides with and both sides are priced at: "
     + ", ".join(PRESETS)
-    + ", or read=R,write=W,ttl=S[,price=P] (default: TOOLKEEP_PRICING, else the format's preset).",
+    + f", or read=R,write=W,ttl=S[,price=P] (default: TOOLKEEP_PRICING, else {DEFAULT_PRICING}).",
 )
 def replay(
     paths: tuple[str, ...],
@@ -123,6 +123,8 @@ def replay(
         config = Config.from_env(None, **overrides)
     except ConfigError as exc:
         raise InputError(str(exc)) from None
+    if config.pricing is None:  # one price list for every session, whatever its format
+        config = config.replace(pricing=DEFAULT_PRICING)
     sessions, skipped = _load_all(paths, format_name)
     if not sessions:
         raise InputError("no recorded sessions found in " + ", ".join(paths))
@@ -202,21 +204,18 @@ def _label(source: str, width: int = 40) -> str:
 def _document(
     results: list[ReplayResult], skipped: list[dict[str, str]], counter: TokenCounter, config: Config
 ) -> dict[str, Any]:
-    """The ``--json`` document (field names are a contract: see the README). Each session names
-    its price list; the cost model gives its figures when one list priced every session (else
-    ``null``: each session's format chose its own)."""
-    lists = {r.pricing for r in results}
-    one = lists.pop() if len(lists) == 1 else None
+    """The ``--json`` document (field names are a contract: see the README)."""
+    pricing = resolve_pricing(config.pricing)
     return {
         "unit": counter.unit,
         "exact_tokens": counter.exact,
         "policy": config.policy,
         "cost_model": {
             "unit": "base input tokens",
-            "pricing": one.name if one is not None else "per format",
-            "cache_read": one.cache_read if one is not None else None,
-            "cache_write": one.cache_write if one is not None else None,
-            "input_price_per_mtok": one.input_price if one is not None else None,
+            "pricing": pricing.name,
+            "cache_read": pricing.cache_read,
+            "cache_write": pricing.cache_write,
+            "input_price_per_mtok": pricing.input_price,
             "description": COST_MODEL,
         },
         "sessions": [r.to_dict() for r in results],
