@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from bench.economics.cost import CostModel, SessionMeter
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -20,8 +21,8 @@ from toolkeep.pricing import DEFAULT_PRICING, PRESETS, Pricing, parse_pricing, r
 from toolkeep.replay.cost import request_cost
 from toolkeep.replay.tokens import get_counter
 
-from .strategies import property_settings
-from .test_policies import economy_run, session_of, texts
+from .strategies import long_sessions, property_settings
+from .test_policies import economy_run, requests, session_of, texts
 
 README = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
 
@@ -191,3 +192,31 @@ class TestReplayPrices:
         with pytest.raises(AttributeError):
             PRESETS["openai"].cache_read = 0.5  # type: ignore[misc]
         assert Pricing(cache_read=0, cache_write=1, ttl_seconds=math.inf).ttl_seconds == math.inf
+
+
+@st.composite
+def price_lists(draw: st.DrawFn) -> Pricing:
+    """A preset, or a custom list with reads from free to the base price and writes up to 3x."""
+    if draw(st.booleans()):
+        return PRESETS[draw(st.sampled_from(sorted(PRESETS)))]
+    read = draw(st.sampled_from([0.0, 0.05, 0.1, 0.25, 0.5, 1.0]))
+    write = max(read, draw(st.sampled_from([0.5, 1.0, 1.25, 2.0, 3.0])))
+    return parse_pricing(f"read={read},write={write},ttl=300")
+
+
+@given(long_sessions(max_blocks=10), price_lists())
+@property_settings(40)
+def test_no_session_costs_more_than_unmanaged_under_any_price_list(
+    case: tuple[str, list[Any]], pricing: Pricing
+) -> None:
+    """Whatever the prices, and whichever request a session ends after, the economy policy has
+    cost no more than sending the history unmanaged, priced at those prices (as the bench
+    prices it, within a hundredth of a token per request for rounding)."""
+    _, messages = case
+    history = [*messages, {"role": "assistant", "content": "done"}]
+    sent = economy_run(history, toolkeep.Economy(), pricing=pricing)
+    managed, unmanaged = SessionMeter(CostModel(pricing)), SessionMeter(CostModel(pricing))
+    for n, (out, recorded) in enumerate(zip(sent, requests(history), strict=True), 1):
+        managed.add(out)
+        unmanaged.add(recorded)
+        assert managed.cost <= unmanaged.cost + 0.01 * n
