@@ -173,3 +173,24 @@ def test_incremental_is_fresh_given_the_same_clock_readings(
             fresh = engine.run(fmt, request, build_steps(config), ctx)
             assert json.dumps(out) == json.dumps(fresh)
             assert report.to_dict() == fresh_report.to_dict()
+
+
+@pytest.mark.parametrize("name", ["openai-chat", "openai-responses", "gemini", "bedrock", "langchain"])
+def test_every_format_moves_when_the_cache_expired(name: str, tmp_path: Path) -> None:
+    """In each format (those loaded whole included), the gap makes every due move, at the TTL of
+    the list the format suggests."""
+    if name == "langchain":
+        pytest.importorskip("langchain_core")
+    from .convert_formats import to_format
+
+    config = Config(policy="economy", economy=NEVER_PAYS)
+    sizes = {}
+    for label, times in (("steady", [0.0, 1, 2, 3, 4, 5]), ("gap", [0.0, 1, 2, 3, 4, 305])):
+        clock = Clock()
+        with toolkeep.Session(config, workspace=tmp_path / label, clock=clock) as session:
+            for t, request in zip(times, requests(history()), strict=False):
+                clock.now = t
+                out, report = session.prepare(to_format(request, name), format=name)
+        sizes[label] = len(json.dumps(out, default=repr))
+        assert report.pricing == (get_format(name).rules.pricing or "anthropic-5m")
+    assert sizes["gap"] < sizes["steady"] - 4 * 5_000
