@@ -243,11 +243,10 @@ class Session(Closing):
     def _prepare_request(self, body: Mapping[str, Any], format: str | Format) -> PreparedRequest:
         """:meth:`prepare` of a request object: its history unwrapped, prepared, put back."""
         request = read_request(body)
-        if request.history is None:  # a plain string: nothing to pair
+        if request.history is None:  # a plain string: nothing to pair, no policy ran (an empty report)
             self._check_open()
             return PreparedRequest(
-                request.with_history(body[request.key]),
-                Report(format=request.format_name(format), policy=self.config.policy),
+                request.with_history(body[request.key]), Report(format=request.format_name(format))
             )
         messages, report = self.prepare(request.history, request.format(format))
         return PreparedRequest(request.with_history(messages), report)
