@@ -18,7 +18,7 @@ NUMBERS = [
 ]
 ALL = [*NUMBERS, ("keep_tmpdir", "TOOLKEEP_KEEP_TMPDIR", "CHATCLI_AGENT_KEEP_TMPDIR", False)]
 # settings ChatCLI never had: a TOOLKEEP_* variable and no fallback
-TOOLKEEP_ONLY = [("keep_orphans", "TOOLKEEP_KEEP_ORPHANS", False)]
+TOOLKEEP_ONLY = [("keep_orphans", "TOOLKEEP_KEEP_ORPHANS", False), ("pricing", "TOOLKEEP_PRICING", None)]
 
 
 class TestDefaults:

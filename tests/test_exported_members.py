@@ -20,6 +20,7 @@ MODULES = [
     "toolkeep.formats.openai_chat",
     "toolkeep.messages",
     "toolkeep.pipeline",
+    "toolkeep.pricing",
     "toolkeep.report",
     "toolkeep.requests",
     "toolkeep.session",

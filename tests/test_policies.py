@@ -66,12 +66,15 @@ def texts(messages: list[Any]) -> dict[str, str]:
     }
 
 
-def economy_run(history: list[Any], economy: Economy, store: MemoryStore | None = None) -> list[list[Any]]:
+def economy_run(
+    history: list[Any], economy: Economy, store: MemoryStore | None = None, pricing: str | None = None
+) -> list[list[Any]]:
     """Every request of ``history`` through one long-lived economy step."""
     step = EconomyCompactor(economy)
     store = store or MemoryStore()
+    config = toolkeep.Config(pricing=pricing)
     return [
-        run_pipeline(r, format="anthropic", config=toolkeep.Config(), store=store, steps=[step]).messages
+        run_pipeline(r, format="anthropic", config=config, store=store, steps=[step]).messages
         for r in requests(history)
     ]
 
@@ -249,9 +252,9 @@ class TestEconomyBatching:
     def test_unprofitable_rewrite_is_skipped(self) -> None:
         """With a horizon too short to pay back the rewrite, nothing moves."""
         history = self.history()
-        economy = Economy(clear_at_least=1, min_horizon=0, horizon_share=0.0, trim_age=3, summary_age=99,
-                          cache_read=0.1, cache_write=100.0)  # fmt: skip
-        assert texts(economy_run(history, economy)[-1]) == texts(history[:-1])
+        economy = Economy(clear_at_least=1, min_horizon=0, horizon_share=0.0, trim_age=3, summary_age=99)
+        pricing = "read=0.1,write=100,ttl=300"
+        assert texts(economy_run(history, economy, pricing=pricing)[-1]) == texts(history[:-1])
 
     def test_risk_bounds_the_first_batch(self) -> None:
         """With no risk allowed and nothing saved yet, a batch that would pay later is never made."""

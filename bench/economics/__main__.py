@@ -1,8 +1,11 @@
-"""``python -m bench.economics [--only ROW,...] [--levers] [--no-write]``: the economics table.
+"""``python -m bench.economics [--only ROW,...] [--policy NAME] [--pricing LIST] [--levers] [--no-write]``.
 
 Replays every trajectory in ``../shared/bench-data/anthropic/`` through the reference policies and
 toolkeep's, prints the table, and (unless ``--no-write``) replaces the ``## Economics`` section of
-``bench/results.md``. ``--levers`` adds one row per economy lever switched off.
+``bench/results.md``. ``--levers`` adds one row per economy lever switched off. ``--policy NAME``
+runs the toolkeep row of that policy (and unmanaged) only; ``--pricing`` prices every row with a
+``toolkeep.pricing`` list (a preset or ``read=R,write=W,ttl=S``), which toolkeep's rows decide
+with too (default ``anthropic-5m``, the format's).
 """
 
 from __future__ import annotations
@@ -11,6 +14,9 @@ import argparse
 import sys
 import time
 from collections.abc import Sequence
+
+from toolkeep.exceptions import ConfigError
+from toolkeep.pricing import DEFAULT_PRICING, parse_pricing
 
 from .cost import CostModel
 from .data import DATA_DIR, load_trajectories
@@ -39,15 +45,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--levers", action="store_true", help="also measure each economy lever")
     parser.add_argument("--no-write", action="store_true", help="print only; leave bench/results.md")
     parser.add_argument("--write", action="store_true", help="write bench/results.md (the default)")
+    parser.add_argument("--policy", help="run only this toolkeep policy's row (and unmanaged)")
+    parser.add_argument("--pricing", default=DEFAULT_PRICING, help="price list (preset or custom list)")
     args = parser.parse_args(argv)
+    try:
+        pricing = parse_pricing(args.pricing)
+    except ConfigError as exc:
+        parser.error(str(exc))
     trajectories = load_trajectories()
     if not trajectories:
         print(f"no trajectories under {DATA_DIR}", file=sys.stderr)
         return 2
-    model = CostModel()
+    model = CostModel(pricing)
     facts = compute_facts(trajectories)
-    policies = all_policies()
+    policies = all_policies(pricing, args.policy)
     wanted = set(args.only.split(",")) | {"unmanaged"} if args.only else set(policies)
+    if args.policy:
+        wanted = {f"toolkeep-{args.policy}", "unmanaged"} | (
+            set(args.only.split(",")) if args.only else set()
+        )
     rows: list[Row] = []
     descriptions: dict[str, str] = {}
     for name, (description, make, note) in policies.items():
@@ -65,9 +81,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.levers:
         for name, (description, levers) in LEVERS.items():
             descriptions[name] = description
-            lever_rows.append(run_policy(name, economy_variant(**levers), trajectories, facts, model))
+            variant = economy_variant(pricing, **levers)
+            lever_rows.append(run_policy(name, variant, trajectories, facts, model))
             print(f"{name}: {lever_rows[-1].seconds:.0f}s CPU", file=sys.stderr)
-    text, met = write_section(rows, lever_rows, descriptions, trajectories, facts, write=not args.no_write)
+    text, met = write_section(
+        rows, lever_rows, descriptions, trajectories, facts, write=not args.no_write, pricing=pricing
+    )
     print(text)
     return 0 if met else 1
 

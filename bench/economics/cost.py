@@ -8,7 +8,11 @@ Definitions (also in README.md):
 - The client caches every request. Request ``k`` reads from the cache the leading messages it
   shares with request ``k-1`` (message by message: one changed message invalidates everything
   after it; a message is cached whole or not at all). Those tokens cost ``cache_read`` (0.1x); the
-  rest is written to the cache at ``cache_write`` (1.25x). This is the issue's definition (its
+  rest is written to the cache at ``cache_write`` (1.25x), or, with a price list that has no write
+  premium (``--pricing openai``, ``gemini``, ``deepseek``: ``cache_write`` 1.0), sent as uncached
+  input at the base price. The prices are a ``toolkeep.pricing`` list (``--pricing``, default
+  ``anthropic-5m``); money is tokens times price times its base input price. This is the issue's
+  definition (its
   reference figures reproduce to the hundredth) and what a prefix cache with a boundary at every
   message gives (automatic prefix caching, or an Anthropic breakpoint at each message).
 - Stricter, also reported (``lookup="prefix"``): only an earlier request that is a *whole prefix*
@@ -17,7 +21,7 @@ Definitions (also in README.md):
 - Unmanaged: the history as recorded; every request extends the one before, so it pays 0.1x on the
   previous request and 1.25x on what is new.
 - Cache entries never expire within a session (agents send requests seconds apart, well inside
-  the 5-minute TTL).
+  the 5-minute TTL); the toolkeep rows prepare every request at one clock reading.
 """
 
 from __future__ import annotations
@@ -27,17 +31,26 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from toolkeep.pricing import DEFAULT_PRICING, PRESETS, Pricing
+
 
 @dataclass(frozen=True)
 class CostModel:
-    """Prices in base-input-token units, and the chars-per-token estimate."""
+    """Prices in base-input-token units (a price list's), and the chars-per-token estimate."""
 
-    cache_read: float = 0.1
-    cache_write: float = 1.25
+    pricing: Pricing = PRESETS[DEFAULT_PRICING]
     chars_per_token: float = 4.0
     lookup: str = "lcp"
     """``"lcp"``: request ``k`` reads the leading messages it shares with request ``k-1`` (the
     issue's definition); ``"prefix"``: only an earlier request that is a whole prefix of it."""
+
+    @property
+    def cache_read(self) -> float:
+        return self.pricing.cache_read
+
+    @property
+    def cache_write(self) -> float:
+        return self.pricing.cache_write
 
 
 @dataclass
@@ -53,6 +66,11 @@ class SessionMeter:
     other_cost: float = 0.0
     """The same requests priced with the other ``lookup``."""
     tokens: float = 0.0
+    read_tokens: float = 0.0
+    """Tokens read from the cache, written to it, and sent uncached (a price list with no write
+    premium), summed over the requests (with ``lookup``)."""
+    write_tokens: float = 0.0
+    uncached_tokens: float = 0.0
     requests: int = 0
     _sizes: dict[int, tuple[Any, int, int]] = field(default_factory=dict)
     _entries: set[int] = field(default_factory=set)
@@ -100,8 +118,32 @@ class SessionMeter:
         written = (total_chars - cached_chars) / m.chars_per_token
         price = m.cache_read * cached + m.cache_write * written
         self.cost += price
+        self.read_tokens += cached
+        if m.pricing.write_premium:
+            self.write_tokens += written
+        else:
+            self.uncached_tokens += written
         other = other_chars / m.chars_per_token
         self.other_cost += m.cache_read * other + m.cache_write * (total_chars / m.chars_per_token - other)
         self.tokens += total_chars / m.chars_per_token
         self.requests += 1
         return price
+
+    def breakdown(self) -> dict[str, float]:
+        """Tokens read, written and uncached, and what each cost in dollars at the list's base
+        input price."""
+        p = self.model.pricing
+        dollars = (
+            p.dollars(self.read_tokens, p.cache_read),
+            p.dollars(self.write_tokens, p.cache_write),
+            p.dollars(self.uncached_tokens),
+        )
+        return {
+            "read_tokens": self.read_tokens,
+            "write_tokens": self.write_tokens,
+            "uncached_tokens": self.uncached_tokens,
+            "read_dollars": dollars[0],
+            "write_dollars": dollars[1],
+            "uncached_dollars": dollars[2],
+            "dollars": sum(dollars),
+        }

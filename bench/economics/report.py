@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from toolkeep.pricing import DEFAULT_PRICING, PRESETS, Pricing
+
 from .data import REPO, Trajectory
 from .facts import Fact
 from .run import Row, Summary, summarize
@@ -45,6 +47,7 @@ def build(
     descriptions: dict[str, str],
     trajectories: Sequence[Trajectory],
     facts: dict[str, list[Fact]],
+    pricing: Pricing = PRESETS[DEFAULT_PRICING],
 ) -> tuple[str, bool]:
     """The section's markdown, and whether the economy row meets every goal."""
     base = next(r for r in rows if r.name == "unmanaged")
@@ -56,7 +59,8 @@ def build(
         "Written by `python -m bench.economics` (definitions: `bench/economics/README.md`). "
         f"{len(trajectories)} real trajectories from `../shared/bench-data/anthropic/`, {requests:,} requests, "
         f"{sum(len(f) for f in facts.values()):,} later-used facts. Cost is cache-aware, in base input "
-        "tokens (reads 0.1x, writes 1.25x, tokens = chars/4), as a ratio to the unmanaged history; "
+        f"tokens (price list `{pricing.name}`: reads {pricing.cache_read:g}x, writes "
+        f"{pricing.cache_write:g}x; tokens = chars/4), as a ratio to the unmanaged history; "
         "request k reads the messages it shares with request k-1. The last two columns price the same "
         "requests when only an earlier request that is a whole prefix is a hit.",
         "",
@@ -115,9 +119,57 @@ def build(
                 f"| {row.name} ({desc}) | {s.pooled:.2f} | {s.median:.2f} | {s.worst:.2f} | "
                 f"{_pct(s.visible)} | {_pct(s.recoverable)} |"
             )
+    out += _billed(rows, names, pricing)
     seconds = ", ".join(f"{r.name} {r.seconds:.0f}s" for r in [*rows, *lever_rows] if r.costs)
     out += ["", f"CPU time per row: {seconds}.", ""]
     return "\n".join(out), met
+
+
+def _tokens(n: float) -> str:
+    return f"{n / 1e6:.2f}M" if n >= 1e6 else f"{n / 1e3:.0f}k"
+
+
+def _billed_cells(b: dict[str, float]) -> str:
+    return (
+        f"{_tokens(b['read_tokens'])} | {_tokens(b['write_tokens'])} | {_tokens(b['uncached_tokens'])} | "
+        f"${b['read_dollars']:.2f} | ${b['write_dollars']:.2f} | ${b['uncached_dollars']:.2f} | "
+        f"${b['dollars']:.2f}"
+    )
+
+
+def _billed(rows: Sequence[Row], names: Sequence[str], pricing: Pricing) -> list[str]:
+    """Input by how it is billed: cache reads, cache writes and uncached input, in tokens and in
+    dollars at the price list's base input price, per row in total and per session for toolkeep's
+    rows."""
+    priced = [r for r in rows if r.billed]
+    if not priced:
+        return []
+    head = (
+        "| {} | read | written | uncached | $ read | $ written | $ uncached | $ total |\n"
+        "|---|---:|---:|---:|---:|---:|---:|---:|"
+    )
+    keys = ("read_tokens", "write_tokens", "uncached_tokens", "read_dollars", "write_dollars",
+            "uncached_dollars", "dollars")  # fmt: skip
+    out = [
+        "",
+        f"Input by how it is billed (`{pricing.name}`: ${pricing.input_price:g}/MTok base input"
+        + (f", {pricing.model}" if pricing.model else "")
+        + "), tokens and dollars summed over the sessions:",
+        "",
+        head.format("policy"),
+    ]
+    for row in priced:
+        total = {k: sum(row.billed[n][k] for n in names) for k in keys}
+        out.append(f"| {row.name} | {_billed_cells(total)} |")
+    for row in priced:
+        if not row.name.startswith("toolkeep-"):
+            continue
+        out += ["", f"Per session, {row.name} (cost ratio to unmanaged first):", ""]
+        out.append(head.format("session | cost ratio").replace("|---|", "|---|---:|", 1))
+        base = next(r for r in rows if r.name == "unmanaged")
+        for n in names:
+            out.append(f"| {n} | {row.costs[n] / base.costs[n]:.2f} | {_billed_cells(row.billed[n])} |")
+    return out
 
 
 def write_section(
@@ -129,9 +181,10 @@ def write_section(
     *,
     write: bool = True,
     path: Path = RESULTS,
+    pricing: Pricing = PRESETS[DEFAULT_PRICING],
 ) -> tuple[str, bool]:
     """Build the section and put it in ``path`` in place of the old one (other sections kept)."""
-    text, met = build(rows, lever_rows, descriptions, trajectories, facts)
+    text, met = build(rows, lever_rows, descriptions, trajectories, facts, pricing)
     if write:
         old = path.read_text(encoding="utf-8") if path.exists() else "# Benchmark results\n"
         start = old.find(HEADING + "\n")

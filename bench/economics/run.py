@@ -36,7 +36,8 @@ def unmanaged(t: Trajectory) -> Policy:
 
 def toolkeep_policy(policy: str, **config: Any) -> MakePolicy:
     """A toolkeep ``Session`` with ``Config(policy=policy, **config)``, one per trajectory, fed
-    the growing history request by request (as an agent would)."""
+    the growing history request by request (as an agent would), every request at one clock
+    reading (the cache never expires: the cost model's assumption)."""
 
     def make(t: Trajectory) -> tuple[Policy, Callable[[str], str | None], Callable[[], None]]:
         import toolkeep
@@ -44,7 +45,9 @@ def toolkeep_policy(policy: str, **config: Any) -> MakePolicy:
 
         tmp = tempfile.TemporaryDirectory(prefix="toolkeep-econ-")
         store = MemoryStore()
-        session = toolkeep.Session(toolkeep.Config(policy=policy, **config), workspace=tmp.name, store=store)
+        session = toolkeep.Session(
+            toolkeep.Config(policy=policy, **config), workspace=tmp.name, store=store, clock=lambda: 0.0
+        )
 
         def request(i: int) -> list[Any]:
             return session.prepare(t.messages[:i], format="anthropic").messages
@@ -64,12 +67,12 @@ def toolkeep_policy(policy: str, **config: Any) -> MakePolicy:
     return make
 
 
-def economy_variant(**levers: Any) -> MakePolicy:
+def economy_variant(pricing: Any = None, **levers: Any) -> MakePolicy:
     """The economy policy with some levers or numbers changed (``Config(economy=Economy(**levers))``),
     through a ``Session`` as :func:`toolkeep_policy` runs every policy."""
     from toolkeep.config import Economy
 
-    return toolkeep_policy("economy", economy=Economy(**levers))
+    return toolkeep_policy("economy", economy=Economy(**levers), pricing=pricing)
 
 
 @dataclass
@@ -81,6 +84,8 @@ class Row:
     strict: dict[str, float] = field(default_factory=dict)
     """The same requests priced with the other cache lookup (see ``CostModel.lookup``)."""
     facts: dict[str, FactTally] = field(default_factory=dict)
+    billed: dict[str, dict[str, float]] = field(default_factory=dict)
+    """Per trajectory: tokens read, written and uncached and their dollars (``SessionMeter.breakdown``)."""
     seconds: float = 0.0
     note: str = ""
 
@@ -112,6 +117,7 @@ def run_policy(
             close()
         row.costs[t.name] = meter.cost
         row.strict[t.name] = meter.other_cost
+        row.billed[t.name] = meter.breakdown()
         row.facts[t.name] = tally
     row.seconds = time.process_time() - start
     return row
@@ -157,8 +163,12 @@ REFERENCES: dict[str, tuple[str, MakePolicy]] = {
 }
 
 
-def all_policies() -> dict[str, tuple[str, MakePolicy | None, str]]:
-    """Every row: name -> (description, maker or ``None`` when unavailable, note)."""
+def all_policies(
+    pricing: Any = None, policy: str | None = None
+) -> dict[str, tuple[str, MakePolicy | None, str]]:
+    """Every row: name -> (description, maker or ``None`` when unavailable, note). The toolkeep
+    rows decide with ``pricing`` (a ``toolkeep.pricing`` list; ``None``: the format's); ``policy``
+    adds the row ``toolkeep-POLICY`` when it is not one of them."""
     from .langchain_ref import available, langchain_clear_tool_uses
 
     rows: dict[str, tuple[str, MakePolicy | None, str]] = {
@@ -172,11 +182,25 @@ def all_policies() -> dict[str, tuple[str, MakePolicy | None, str]]:
     )
     rows["toolkeep-seed"] = (
         'toolkeep `policy="seed"` (ChatCLI\'s exact behaviour)',
-        toolkeep_policy("seed"),
+        toolkeep_policy("seed", pricing=pricing),
         "",
     )
-    rows["toolkeep-default"] = ('toolkeep `policy="default"` (the SPEC)', toolkeep_policy("default"), "")
-    rows["toolkeep-economy"] = ('toolkeep `policy="economy"` (cache-aware)', toolkeep_policy("economy"), "")
+    rows["toolkeep-default"] = (
+        'toolkeep `policy="default"` (the SPEC)',
+        toolkeep_policy("default", pricing=pricing),
+        "",
+    )
+    rows["toolkeep-economy"] = (
+        'toolkeep `policy="economy"` (cache-aware)',
+        toolkeep_policy("economy", pricing=pricing),
+        "",
+    )
+    if policy is not None and f"toolkeep-{policy}" not in rows:
+        rows[f"toolkeep-{policy}"] = (
+            f'toolkeep `policy="{policy}"`',
+            toolkeep_policy(policy, pricing=pricing),
+            "",
+        )
     return rows
 
 

@@ -29,6 +29,7 @@ from .exceptions import (
 from .formats import Format, Violation, detect_format, get_format, validate
 from .messages import Message, OpaquePart, TextPart, ToolCallPart, ToolResultPart
 from .pipeline import Prepared, build_steps, run_pipeline
+from .pricing import PRESETS, Pricing
 from .report import Report
 from .session import Session
 from .steps import (
@@ -51,6 +52,7 @@ except PackageNotFoundError:  # pragma: no cover - running from a source tree
 
 __all__ = [
     "MISSING_RESULT_TEXT",
+    "PRESETS",
     "ArchiveStore",
     "Config",
     "ConfigError",
@@ -65,6 +67,7 @@ __all__ = [
     "Microcompactor",
     "OpaquePart",
     "Prepared",
+    "Pricing",
     "ReaderError",
     "Report",
     "ResultBudget",

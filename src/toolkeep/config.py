@@ -19,6 +19,7 @@ from types import MappingProxyType
 from typing import Any
 
 from .exceptions import ConfigError
+from .pricing import Pricing, parse_pricing
 
 __all__ = ["DEFAULT_PRESERVE_TOOLS", "DEFAULT_TOOL_CAPS", "ENV_VARIABLES", "Config", "Economy"]
 
@@ -56,6 +57,7 @@ ENV_VARIABLES: Mapping[str, tuple[str, ...]] = MappingProxyType(
         ),
         "keep_tmpdir": ("TOOLKEEP_KEEP_TMPDIR", "CHATCLI_AGENT_KEEP_TMPDIR"),
         "keep_orphans": ("TOOLKEEP_KEEP_ORPHANS",),
+        "pricing": ("TOOLKEEP_PRICING",),
     }
 )
 _BOOLEANS = frozenset({"keep_tmpdir", "keep_orphans"})
@@ -67,15 +69,12 @@ _FALSE = {"0", "false", "no", "off", ""}
 @dataclass(frozen=True, kw_only=True)
 class Economy:
     """The cost model, tiers and levers of the economy policy. Sizes in chars, savings in tokens.
+    The prices it decides with are the config's :attr:`Config.pricing`.
 
     The levers can be switched off one by one (``batch``, ``lean``, ``smart``, ``previews``,
     ``inputs``) to measure what each is worth; ``bench/economics`` does.
     """
 
-    cache_read: float = 0.1
-    """Price of a cached input token, in base input tokens."""
-    cache_write: float = 1.25
-    """Price of an input token written to the cache."""
     chars_per_token: float = 4.0
     batch: bool = True
     """Move tiers only in batches that pay for their rewrite (else at every request)."""
@@ -168,6 +167,11 @@ class Config:
     policy: str = "default"
     economy: Economy = field(default_factory=lambda: Economy())
     """The cost model, tiers and levers of ``policy="economy"``."""
+    pricing: Pricing | str | None = None
+    """The prompt-cache price list the cost model decides with (:mod:`toolkeep.pricing`): a
+    preset name (``anthropic-5m``, ``anthropic-1h``, ``bedrock``, ``openai``, ``gemini``,
+    ``deepseek``), a custom list (``read=0.1,write=1.25,ttl=300``) or a :class:`Pricing`;
+    kept as the :class:`Pricing` it names. ``None``: the one the history's format suggests."""
     # SPEC 7: archive and recall
     store_url: str | None = field(default=None, repr=False)
     """Where originals are archived (``toolkeep.stores.open_store``); ``None``: the workspace."""
@@ -193,6 +197,8 @@ class Config:
                 raise ConfigError(f"{f.name} must not be negative, got {value}")
         if not isinstance(self.economy, Economy):
             raise ConfigError(f"economy must be an Economy, got {type(self.economy).__name__}")
+        if self.pricing is not None and not isinstance(self.pricing, Pricing):
+            object.__setattr__(self, "pricing", parse_pricing(self.pricing))
         if self.summarize_turns < self.truncate_turns:
             raise ConfigError(
                 f"summarize_turns ({self.summarize_turns}) must not be smaller than "
@@ -261,6 +267,8 @@ def _check_ages(values: Mapping[str, Any], sources: Mapping[str, str]) -> None:
 
 
 def _parse_env(name: str, variable: str, text: str) -> Any:
+    if name == "pricing":
+        return parse_pricing(text, variable=variable)
     if name in _BOOLEANS:
         lowered = text.strip().lower()
         if lowered in _TRUE:

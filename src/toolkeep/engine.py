@@ -42,6 +42,7 @@ from typing import Any, NamedTuple
 from .exceptions import ConfigError
 from .formats import Format
 from .messages import History, Message, ToolResultPart
+from .pricing import CacheExpiry
 from .report import Report
 from .steps import MISSING, Memo, Plan, Step, StepContext
 from .steps._context import FORGETFUL
@@ -169,11 +170,23 @@ class SessionState:
     """With a plan: the blocks' staged output, one after the other."""
     flat_starts: list[int] = field(default_factory=list)
     """With a plan: where each block's staged output starts in ``flat``."""
+    last_time: float | None = None
+    """The session clock's reading when the conversation's last request was prepared."""
+    expiry: CacheExpiry = field(default_factory=CacheExpiry)
+    """Which of the conversation's requests found the provider's cache expired."""
 
     def forget(self) -> None:
-        """Drop the blocks and the plan (the next request is prepared from scratch)."""
-        memo, last, resolved = self.memo, self.last, self.resolved
+        """Drop the blocks and the plan (the next request is prepared from scratch); what the
+        conversation's requests were and when is kept."""
+        memo, last, resolved, last_time, expiry = (
+            self.memo,
+            self.last,
+            self.resolved,
+            self.last_time,
+            self.expiry,
+        )
         self.__init__(memo, last, resolved)  # type: ignore[misc]
+        self.last_time, self.expiry = last_time, expiry
 
 
 def run(
@@ -338,7 +351,13 @@ class _Engine:
             starts.append(len(flat))
             flat.extend(b.staged or ())
         deciding = StepContext(
-            fmt, ctx.config, ctx.workspace, ctx.store, Report(format=fmt.name), memo=ctx.memo
+            fmt,
+            ctx.config,
+            ctx.workspace,
+            ctx.store,
+            Report(format=fmt.name),
+            memo=ctx.memo,
+            expiry=ctx.expiry,
         )
         touched = plan.update(flat, start, deciding)
         unsaved += deciding.report.save_errors

@@ -16,6 +16,7 @@ from . import engine
 from .config import Config
 from .formats import Format, resolve_format
 from .policies import POLICIES, build_steps, spec_steps
+from .pricing import resolve_pricing
 from .report import Report
 from .steps import Memo, Step, StepContext, as_step
 from .stores import ArchiveStore
@@ -53,8 +54,7 @@ def run_pipeline(
     """
     fmt = resolve_format(messages, format)
     config = config if config is not None else Config.from_env()
-    ctx = StepContext(
-        fmt, config, workspace, store, Report(format=fmt.name), memo if memo is not None else Memo()
-    )
+    report = Report(format=fmt.name, policy=config.policy, pricing=resolve_pricing(config.pricing, fmt).name)
+    ctx = StepContext(fmt, config, workspace, store, report, memo if memo is not None else Memo())
     chosen = [as_step(s) for s in steps] if steps is not None else build_steps(config)
     return Prepared(engine.run(fmt, messages, chosen, ctx), ctx.report)

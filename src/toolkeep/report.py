@@ -53,6 +53,10 @@ class Report:
     """Counts and details of one ``prepare`` run. ``chars`` count tool-result text only."""
 
     format: str = ""
+    policy: str = ""
+    """The policy that ran (``Config.policy``)."""
+    pricing: str = ""
+    """The name of the price list the cost model decided with (:mod:`toolkeep.pricing`)."""
     repairs: list[Repair] = field(default_factory=list)
     total: int = 0
     capped: int = 0
@@ -88,6 +92,8 @@ class Report:
         """The JSON form the CLI writes with ``--report``."""
         return {
             "format": self.format,
+            "policy": self.policy,
+            "pricing": self.pricing,
             "repairs": {
                 **self.repair_counts(),
                 "details": [

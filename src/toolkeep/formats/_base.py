@@ -159,6 +159,9 @@ class FormatRules:
     empties a user message of orphan results and a system message comes right after it, the
     message stays, saying :data:`CONTINUE_TEXT`, instead of going: gone, it would leave the
     system message after the assistant message, which the provider refuses."""
+    pricing: str | None = None
+    """The prompt-cache price list (a preset of :data:`toolkeep.pricing.PRESETS`) that fits the
+    provider, used when the config names none; ``None``: the default, ``anthropic-5m``."""
 
 
 @dataclass(frozen=True)

@@ -122,6 +122,7 @@ class AnthropicFormat(Format):
         per_message=True,
         editable_arguments=True,
         user_before_system=True,
+        pricing="anthropic-5m",  # the default cache: 5 minutes (see toolkeep.pricing)
     )
 
     def detect(self, messages: Sequence[Any]) -> int:

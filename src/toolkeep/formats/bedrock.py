@@ -112,6 +112,7 @@ class BedrockFormat(Format):
         refuses_blank_text=True,
         call_id_rule=_ID_RULE,
         editable_arguments=True,
+        pricing="bedrock",
     )
 
     def detect(self, messages: Sequence[Any]) -> int:

@@ -91,7 +91,7 @@ class GeminiFormat(Format):
     """Gemini ``contents`` (dicts in camelCase or snake_case; SDK objects through ``_sdk``)."""
 
     name = "gemini"
-    rules = FormatRules(grouped_results=True, editable_arguments=True)
+    rules = FormatRules(grouped_results=True, editable_arguments=True, pricing="gemini")
 
     def detect(self, messages: Sequence[Any]) -> int:
         score = 1

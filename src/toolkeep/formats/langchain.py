@@ -91,7 +91,9 @@ class LangChainFormat(Format):
     """LangChain ``BaseMessage`` lists (objects or ``messages_to_dict`` dicts)."""
 
     name = "langchain"
-    rules = FormatRules(unique_call_ids=True, editable_arguments=True)
+    # LangChain sends a history on to whichever provider the model is: it suggests no price
+    # list, so the default (anthropic-5m) applies unless the config names one
+    rules = FormatRules(unique_call_ids=True, editable_arguments=True, pricing=None)
     native_objects = True
 
     def detect(self, messages: Sequence[Any]) -> int:

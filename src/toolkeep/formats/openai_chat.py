@@ -65,7 +65,7 @@ class OpenAIChatFormat(Format):
     """OpenAI Chat Completions ``messages`` (dicts, as the SDK's ``ChatCompletionMessageParam``)."""
 
     name = "openai-chat"
-    rules = FormatRules(call_id_rule=_ID_RULE, per_message=True, editable_arguments=True)
+    rules = FormatRules(call_id_rule=_ID_RULE, per_message=True, editable_arguments=True, pricing="openai")
 
     def detect(self, messages: Sequence[Any]) -> int:
         score = 1

@@ -162,7 +162,11 @@ class OpenAIResponsesFormat(Format):
 
     name = "openai-responses"
     rules = FormatRules(
-        unique_call_ids=True, editable_arguments=True, adjacent_turns_join=True, refuses_blank_text=True
+        unique_call_ids=True,
+        editable_arguments=True,
+        adjacent_turns_join=True,
+        refuses_blank_text=True,
+        pricing="openai",
     )
 
     def __init__(self, *, previous_response: bool = False) -> None:

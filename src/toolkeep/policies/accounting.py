@@ -14,6 +14,7 @@ from typing import Any
 from ..formats import Format
 from ..formats._base import MESSAGE_CHARS_SLACK
 from ..messages import History, Role, ToolCallPart, ToolResultPart
+from ..pricing import Pricing
 from .commands import Kind
 
 __all__ = ["SLACK", "FoldState", "Item", "account", "allowance", "grow_chars"]
@@ -88,12 +89,14 @@ def account(
     freed: list[int],
     added: int,
     cut: int,
-    prices: tuple[float, float],
+    pricing: Pricing,
+    expired: bool = False,
 ) -> None:
     """Make ``moves`` (each freeing the chars in ``freed``) and price the request just decided,
     as sent and as recorded (``cut`` more chars: what caps and the budget left out of the new
-    results). ``prices``: a cached token's and a written token's, in base input tokens."""
-    read, write = prices
+    results), at ``pricing``'s prices. A request that found the cache ``expired`` reads nothing
+    from it, managed or not."""
+    read, write = pricing.cache_read, pricing.cache_write
     cached = fold.sent_total
     if moves:
         cached = sum(fold.message_chars[: min(item.message for item, _ in moves)])
@@ -103,6 +106,9 @@ def account(
             item.tier = want
         fold.active = [i for i in fold.active if i.tier < 2]
     fold.sent_total += added
+    if expired:
+        cached = 0
     fold.spent += read * cached + write * (fold.sent_total - cached)
-    fold.unmanaged += read * fold.recorded_total + write * (added + cut)
+    recorded = 0 if expired else fold.recorded_total
+    fold.unmanaged += read * recorded + write * (fold.recorded_total - recorded + added + cut)
     fold.recorded_total += added + cut

@@ -6,11 +6,17 @@ premium. So tier moves are collected and made together, only when the batch free
 ``clear_at_least`` tokens, the saving on the requests to come (estimated as many requests as
 the session has made so far) pays for rewriting the prompt after the first changed message, and
 what the policy has saved so far pays for what the rewrite adds to the request that makes it.
+
+The prices are the config's price list (:mod:`toolkeep.pricing`, by default the one the format
+suggests). A request sent after the cache expired (longer after the one before it than the price
+list's TTL) finds nothing cached: every request writes all of it then, so a rewrite costs nothing
+extra, and every tier move that is due is made there.
 """
 
 from __future__ import annotations
 
 from ..config import Economy
+from ..pricing import Pricing
 from ..steps import StepContext
 from .accounting import SLACK, Item
 from .forms import LEAN, Forms
@@ -50,13 +56,17 @@ class CostModel:
         ctx: StepContext,
         allowance: float,
         superseded: set[int] | None = None,
+        *,
+        pricing: Pricing,
+        expired: bool = False,
     ) -> list[tuple[Item, int]]:
         """The tier moves to make at the ``requests``-th request, whose first ``cached`` messages
         the request before it sent: all that ages call for, if together they pay for the rewrite
-        they cause and the rewrite costs this request no more than ``allowance`` (chars x price)
-        over not making it (if only lean summaries bring it there, to those); else none.
-        Messages past ``cached`` are new, written at full price with or without the moves, so
-        they are no part of the rewrite's cost."""
+        they cause at ``pricing``'s prices and the rewrite costs this request no more than
+        ``allowance`` (chars x price) over not making it (if only lean summaries bring it there,
+        to those); else none. Messages past ``cached`` are new, written at full price with or
+        without the moves, so they are no part of the rewrite's cost. When the cache has
+        ``expired``, nothing is cached and the rewrite is free: all that ages call for."""
         e = self.economy
         pending: list[tuple[Item, int]] = []
         for item in active:
@@ -66,18 +76,18 @@ class CostModel:
                 want = self.desired(item, requests - 1 - item.block)
             if want > item.tier:
                 pending.append((item, want))
-        if not pending or not e.batch:
+        if not pending or not e.batch or expired:
             return pending
         # choose where the rewrite starts: the moves from the newest back to the one that
         # maximizes saving minus rewrite cost; a later start rewrites less but frees less
         pending.sort(key=lambda move: move[0].message, reverse=True)
-        best, blocked = self._best(pending, chars, requests, cached, ctx, allowance)
+        best, blocked = self._best(pending, chars, requests, cached, ctx, allowance, pricing)
         if best or not blocked or not e.lean:
             return pending[:best]
         # a batch would pay but the savings cannot cover its rewrite: the same moves to the
         # lean summaries, which cost nothing for a result alone in its message
         lean = [(item, LEAN if want == 2 and item.kind is not None else want) for item, want in pending]
-        best, _ = self._best(lean, chars, requests, cached, ctx, allowance)
+        best, _ = self._best(lean, chars, requests, cached, ctx, allowance, pricing)
         return lean[:best]
 
     def _best(
@@ -88,13 +98,14 @@ class CostModel:
         cached: int,
         ctx: StepContext,
         allowance: float,
+        pricing: Pricing,
     ) -> tuple[int, bool]:
         """How many of ``pending`` (newest first) to move; and whether a batch that would have
         paid was left out because it cost more than ``allowance``."""
         e = self.economy
         size = self.forms.size
         horizon = max(e.min_horizon, int(requests * e.horizon_share)) + 1
-        read, write = e.cache_read, e.cache_write
+        read, write = pricing.cache_read, pricing.cache_write
         best, best_net, freed, tail, rewritten, position = 0, 0.0, 0, 0, 0, cached
         blocked = False
         for n, (item, want) in enumerate(pending, 1):
@@ -107,8 +118,8 @@ class CostModel:
             freed += size(item, item.tier, ctx) - size(item, want, ctx)
             if freed / e.chars_per_token < e.clear_at_least:
                 continue
-            # freed tokens are read at 0.1x by every request to come instead of being kept;
-            # the rest of the tail is written at 1.25x once instead of read at 0.1x
+            # freed tokens are read (0.1x) by every request to come instead of being kept;
+            # the rest of the tail is written (1.25x) once instead of read
             net = (read * freed * horizon - (write - read) * (tail - freed)) / e.chars_per_token
             # what it adds to this request, with the slack of the size estimate per message
             extra = write * (tail - freed + SLACK * rewritten) - read * tail

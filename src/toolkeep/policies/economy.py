@@ -37,6 +37,7 @@ from collections.abc import Hashable, Mapping
 from ..config import Config, Economy
 from ..formats._base import text_chars
 from ..messages import History, Part, ToolCallPart, ToolResultPart
+from ..pricing import resolve_pricing
 from ..steps import Microcompactor, Step, StepContext
 from .accounting import FoldState, Item, account, allowance, grow_chars
 from .commands import Kind, call_kind, call_target
@@ -110,7 +111,8 @@ class EconomyPlan:
         self.scanned = len(flat)
         e = self.economy
         size = self.forms.size
-        prices = (e.cache_read, e.cache_write)
+        pricing = resolve_pricing(ctx.config.pricing, ctx.format)
+        expiry = ctx.expiry
         moved: set[int] = set()
         for n in range(fold.boundaries, len(assistants)):
             block = bisect_left(assistants, fold.registered)
@@ -133,6 +135,7 @@ class EconomyPlan:
                     fold.message_chars[item.message] += entry - text_chars(item.obj.text)
                     cut += text_chars(item.obj.full_text) - entry
             added = sum(fold.message_chars[grown:])
+            expired = expiry is not None and expiry.expired(n)
             moves = self.cost.decide(
                 fold.active,
                 fold.message_chars,
@@ -140,9 +143,11 @@ class EconomyPlan:
                 assistants[n - 1] if n else 0,
                 ctx,
                 allowance(fold, e.risk),
+                pricing=pricing,
+                expired=expired,
             )
             freed = [size(item, item.tier, ctx) - size(item, want, ctx) for item, want in moves]
-            account(fold, moves, freed, added, cut, prices)
+            account(fold, moves, freed, added, cut, pricing, expired)
             moved.update(item.message for item, _ in moves)
             fold.boundaries = n + 1
         # the request being prepared now is decided on the side: the next history may not
@@ -170,6 +175,8 @@ class EconomyPlan:
                 ctx,
                 allowance(fold, e.risk),
                 superseded,
+                pricing=pricing,
+                expired=expiry is not None and expiry.current(len(assistants)),
             )
         finally:
             del chars[kept:]

@@ -17,6 +17,7 @@ from ..config import Economy
 from ..content_type import detect_content_type
 from ..formats._base import input_chars, text_chars
 from ..messages import Message, ToolCallPart, ToolResultPart
+from ..pricing import resolve_pricing
 from ..shorten import carried_keys, compact_form, summary_form
 from ..steps import StepContext
 from .accounting import SLACK, Item
@@ -115,14 +116,15 @@ class Forms:
             text = lines_summary(original, content_type, kind, e.summary_chars, keys=keys, paths=paths)
         else:
             # the lean summary: as long as it can be for a move of this result alone in its
-            # message to cost nothing (the message written at 1.25x where it was read at 0.1x,
+            # message to cost nothing (the message written, 1.25x, where it was read, 0.1x,
             # with the slack of the size estimate); lines and names index share that length
             # the format's own size of a message holding this result alone, but for its text
             wrapper = ctx.format.message_chars(
                 Message(item.role, (ToolResultPart(p.call_id, "", name=p.name),))
             )
-            read = e.cache_read * (self.size(item, 0, ctx) + wrapper)
-            free = max(0, int((read - e.cache_write * (wrapper + SLACK)) / e.cache_write))
+            pricing = resolve_pricing(ctx.config.pricing, ctx.format)
+            read = pricing.cache_read * (self.size(item, 0, ctx) + wrapper)
+            free = max(0, int((read - pricing.cache_write * (wrapper + SLACK)) / pricing.cache_write))
             text = lines_summary(
                 original, content_type, kind, min(e.summary_chars, free // 2), keys=keys, paths=paths
             )

@@ -1,20 +1,25 @@
 """The prompt-cache-aware cost model of a replay.
 
 Costs are in base-input-token units: one token sent uncached costs 1. The model follows how
-provider prompt caches price input (Anthropic's: cache reads at 0.1x, cache writes at 1.25x of the
-base input price):
+provider prompt caches price input, at the prices of a price list (:mod:`toolkeep.pricing`; by
+default Anthropic's 5-minute cache: reads at 0.1x, writes at 1.25x of the base input price):
 
-- the client caches each request's full prefix, so request *k* pays 0.1x for the longest common
-  prefix it shares with request *k-1*, measured on the serialized request, and 1.25x for the rest
-  (written to the cache for request *k+1*);
-- the first request of a session has nothing cached and pays 1.25x for all of it.
+- the client caches each request's full prefix, so request *k* pays the read price for the
+  longest common prefix it shares with request *k-1*, measured on the serialized request, and the
+  write price for the rest (written to the cache for request *k+1*); where the price list has no
+  write premium (``write=1``: OpenAI, Gemini, DeepSeek cache on their own) the rest is uncached
+  input at the base price;
+- the first request of a session has nothing cached and pays the write price for all of it.
+
+Money is tokens times price times the price list's base input price (``$/MTok``).
 
 A request is serialized as ``{"system": ..., "messages": [...]}`` (compact JSON, UTF-8 text,
 ``system`` left out when the log has none). It is kept as *segments* (the opening, then one per
 message, then the closing) so that the prefix shared with the previous request is found, and its
 tokens counted, without re-joining or re-tokenizing what did not change.
 
-Not modelled: minimum cacheable lengths, cache lifetimes, output tokens, and the tool
+Not modelled: minimum cacheable lengths, cache lifetimes (a replay prepares every request at one
+clock reading, as if sent back to back), output tokens, and the tool
 definitions sent with each request (the logs do not record them; they would add the same
 cached prefix to both sides).
 
@@ -34,6 +39,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..pricing import DEFAULT_PRICING, PRESETS, Pricing
 from .tokens import TokenCounter
 
 __all__ = [
@@ -48,9 +54,9 @@ __all__ = [
     "serialize_message",
 ]
 
-CACHE_READ = 0.1
-"""Price of a cached input token, as a fraction of the base input price."""
-CACHE_WRITE = 1.25
+CACHE_READ = PRESETS[DEFAULT_PRICING].cache_read
+"""Price of a cached input token, as a fraction of the base input price (the default list's)."""
+CACHE_WRITE = PRESETS[DEFAULT_PRICING].cache_write
 """Price of an input token written to the cache, as a multiple of the base input price."""
 
 
@@ -63,7 +69,14 @@ class RequestCost:
     cached_tokens: int
     """Tokens of the prefix shared with the previous request (read from the cache)."""
     cost: float
-    """``CACHE_READ * cached_tokens + CACHE_WRITE * (tokens - cached_tokens)``."""
+    """``read * cached_tokens + write * (tokens - cached_tokens)`` at the price list's prices."""
+    written_tokens: int = 0
+    """Tokens written to the cache (not read from it), where the price list has a write premium."""
+    uncached_tokens: int = 0
+    """Tokens neither read from nor written to the cache: sent at the base price (a price list
+    with no write premium)."""
+    dollars: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    """What the cache reads, the cache writes and the uncached input cost, in dollars."""
 
 
 def serialize_message(message: Any) -> str:
@@ -146,9 +159,13 @@ def common_prefix_length(a: Sequence[str], b: Sequence[str]) -> tuple[int, int, 
 
 
 def request_cost(
-    previous: Sequence[str] | None, segments: Sequence[str], counter: TokenCounter
+    previous: Sequence[str] | None,
+    segments: Sequence[str],
+    counter: TokenCounter,
+    pricing: Pricing | None = None,
 ) -> RequestCost:
-    """Size and cache-aware cost of the request ``segments``, sent after ``previous``.
+    """Size and cache-aware cost of the request ``segments``, sent after ``previous``, at
+    ``pricing``'s prices (default: :data:`~toolkeep.pricing.DEFAULT_PRICING`).
 
     Tokens are counted per segment and summed (BPE merges across a segment boundary are rare and
     would only move a token or two); the cached part is the tokens of the whole shared segments
@@ -163,5 +180,9 @@ def request_cost(
         if partial and whole < len(segments):
             cached += counter.count(segments[whole][:partial])
         cached = min(cached, tokens)
-    cost = CACHE_READ * cached + CACHE_WRITE * (tokens - cached)
-    return RequestCost(chars, tokens, cached, round(cost, 6))
+    p = pricing if pricing is not None else PRESETS[DEFAULT_PRICING]
+    rest = tokens - cached
+    cost = p.cache_read * cached + p.cache_write * rest
+    written, uncached = (rest, 0) if p.write_premium else (0, rest)
+    dollars = (p.dollars(cached, p.cache_read), p.dollars(written, p.cache_write), p.dollars(uncached))
+    return RequestCost(chars, tokens, cached, round(cost, 6), written, uncached, dollars)

@@ -18,6 +18,7 @@ from typing import Any
 
 from ..config import Config
 from ..formats import get_format
+from ..pricing import Pricing, resolve_pricing
 from ..report import REPAIR_KINDS, Report
 from ..session import Session
 from ..shorten import CCR_MARKER_RE
@@ -41,8 +42,15 @@ class Side:
     peak_tokens: int = 0
     """The largest single request: the peak context."""
     cached_tokens: int = 0
+    """Tokens read from the cache."""
+    cache_write_tokens: int = 0
+    """Tokens written to the cache (price lists with a write premium)."""
+    uncached_tokens: int = 0
+    """Tokens sent at the base price, neither read nor written (lists with no write premium)."""
     cost: float = 0.0
     """Cache-aware cost in base-input-token units (see :mod:`toolkeep.replay.cost`)."""
+    dollars: list[float] = field(default_factory=lambda: [0.0, 0.0, 0.0])
+    """What the cache reads, the cache writes and the uncached input cost, in dollars."""
     per_turn: list[int] = field(default_factory=list, repr=False)
     """Tokens of each request, in order (the context size per turn)."""
 
@@ -50,6 +58,9 @@ class Side:
         self.tokens += rc.tokens
         self.chars += rc.chars
         self.cached_tokens += rc.cached_tokens
+        self.cache_write_tokens += rc.written_tokens
+        self.uncached_tokens += rc.uncached_tokens
+        self.dollars = [a + b for a, b in zip(self.dollars, rc.dollars, strict=True)]
         self.cost += rc.cost
         self.peak_tokens = max(self.peak_tokens, rc.tokens)
         self.per_turn.append(rc.tokens)
@@ -60,8 +71,28 @@ class Side:
             "chars": self.chars,
             "peak_tokens": self.peak_tokens,
             "cached_tokens": self.cached_tokens,
+            "cache_read_tokens": self.cached_tokens,
+            "cache_write_tokens": self.cache_write_tokens,
+            "uncached_tokens": self.uncached_tokens,
             "cost": round(self.cost, 2),
+            "dollars": {
+                "cache_reads": round(self.dollars[0], 4),
+                "cache_writes": round(self.dollars[1], 4),
+                "uncached": round(self.dollars[2], 4),
+                "total": round(sum(self.dollars), 4),
+            },
         }
+
+    def merge(self, other: Side) -> None:
+        """Add ``other``'s totals (peaks summed) to this side's."""
+        self.tokens += other.tokens
+        self.chars += other.chars
+        self.cached_tokens += other.cached_tokens
+        self.cache_write_tokens += other.cache_write_tokens
+        self.uncached_tokens += other.uncached_tokens
+        self.dollars = [a + b for a, b in zip(self.dollars, other.dollars, strict=True)]
+        self.cost += round(other.cost, 2)
+        self.peak_tokens += other.peak_tokens
 
 
 @dataclass
@@ -84,6 +115,10 @@ class ReplayResult:
     dumps_seconds: float = 0.0
     """Time ``json.dumps`` took on each recorded request (only measured with ``timing=True``)."""
     notes: dict[str, int] = field(default_factory=dict)
+    policy: str = ""
+    """The policy the session ran."""
+    pricing: Pricing | None = None
+    """The price list both sides were priced with (and the policy decided with)."""
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form ``toolkeep replay --json`` prints for a session."""
@@ -93,6 +128,8 @@ class ReplayResult:
             "api_format": self.api_format,
             "turns": self.turns,
             "messages": self.messages,
+            "policy": self.policy,
+            "pricing": self.pricing.to_dict() if self.pricing is not None else None,
             "without": self.without.to_dict(),
             "with": self.with_.to_dict(),
             "ratios": ratios(self.without, self.with_),
@@ -161,8 +198,13 @@ def replay_session(
     """Replay ``recorded`` through one :class:`~toolkeep.Session` and measure both sides.
 
     ``on_turn(done, total)`` is called after each request (for a progress bar). With ``timing``
-    the time of ``json.dumps`` on each recorded request is measured too, as a yardstick.
+    the time of ``json.dumps`` on each recorded request is measured too, as a yardstick. Both
+    sides are priced with the config's price list, else the one the session's format suggests
+    (:func:`toolkeep.pricing.resolve_pricing`). Every request is prepared at the same clock
+    reading (cache lifetimes are not modelled), so a replay gives the same figures every time.
     """
+    config = config if config is not None else Config()
+    pricing = resolve_pricing(config.pricing, get_format(recorded.api_format))
     ends = request_ends(recorded)
     messages = recorded.messages
     without, with_ = Side(), Side()
@@ -174,7 +216,7 @@ def replay_session(
     prepared: list[Any] = []
     prepare_seconds = dumps_seconds = 0.0
     recoverable: dict[str, int] = {}
-    with Session(config if config is not None else Config()) as session:
+    with Session(config, clock=lambda: 0.0) as session:
         for done, end in enumerate(ends, 1):
             request = messages[:end]
             t0 = time.perf_counter()
@@ -187,8 +229,8 @@ def replay_session(
             repairs.update((r.kind, r.id) for r in report.repairs)
             raw = raw_ser.segments(request)
             kept = kept_ser.segments(prepared)
-            without.add(request_cost(prev_raw, raw, counter))
-            with_.add(request_cost(prev_kept, kept, counter))
+            without.add(request_cost(prev_raw, raw, counter, pricing))
+            with_.add(request_cost(prev_kept, kept, counter, pricing))
             prev_raw, prev_kept = raw, kept
             if on_turn is not None:
                 on_turn(done, len(ends))
@@ -209,6 +251,8 @@ def replay_session(
         prepare_seconds=prepare_seconds,
         dumps_seconds=dumps_seconds,
         notes=dict(recorded.notes),
+        policy=config.policy,
+        pricing=pricing,
     )
 
 
@@ -235,12 +279,8 @@ def combine(results: Iterable[ReplayResult]) -> dict[str, Any]:
     results = list(results)
     without, with_ = Side(), Side()
     for r in results:
-        for total, side in ((without, r.without), (with_, r.with_)):
-            total.tokens += side.tokens
-            total.chars += side.chars
-            total.cached_tokens += side.cached_tokens
-            total.cost += round(side.cost, 2)
-            total.peak_tokens += side.peak_tokens
+        without.merge(r.without)
+        with_.merge(r.with_)
 
     def summed(attr: str) -> dict[str, int]:
         out: dict[str, int] = {}

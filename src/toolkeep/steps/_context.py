@@ -11,6 +11,7 @@ from ..config import Config
 from ..exceptions import StoreError
 from ..formats import Format
 from ..messages import History, Message, ToolResultPart
+from ..pricing import CacheExpiry
 from ..report import Report
 from ..shorten import archive_key
 from ..stores import ArchiveStore
@@ -117,6 +118,9 @@ class StepContext:
     """Index of this history's first message in the whole request (for report entries)."""
     lookup_failures: int = 0
     """Store reads that failed in this run (a step does not remember work that depended on one)."""
+    expiry: CacheExpiry | None = None
+    """Which requests of the conversation found the provider's cache expired (a session's
+    clock tells); ``None``: none did. The cache-aware policy reads it."""
 
     def archive(self, original: str) -> str | None:
         """Archive ``original``; its key, or ``None`` when there is no store or it failed."""
