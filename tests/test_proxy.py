@@ -20,7 +20,7 @@ pytest.importorskip("starlette", reason="the proxy extra is not installed: pip i
 pytest.importorskip("uvicorn", reason="the proxy extra is not installed: pip install 'toolkeep[proxy]'")
 
 import toolkeep  # noqa: E402
-from tests.upstream_proxy import TOOLKEEP, ProxyProcess  # noqa: E402
+from tests.upstream_proxy import TOOLKEEP, ProxyProcess, big_text, read_history  # noqa: E402
 from tests.upstream_server import ScriptedUpstream  # noqa: E402
 
 SECRET = "sk-ant-very-secret-value-1234"
@@ -52,37 +52,6 @@ def last(upstream: ScriptedUpstream, path: str) -> dict[str, Any]:
 
 def sent_bytes(entry: dict[str, Any]) -> bytes:
     return base64.b64decode(entry["response"])
-
-
-def big(n: int, tag: str) -> str:
-    return "".join(f"{tag} line {i}: some output of the tool, long enough to matter\n" for i in range(n))
-
-
-def anthropic_history(results: int, size: int = 800) -> list[dict[str, Any]]:
-    messages: list[dict[str, Any]] = [{"role": "user", "content": "read the files"}]
-    for n in range(results):
-        messages.append(
-            {
-                "role": "assistant",
-                "content": [
-                    {
-                        "type": "tool_use",
-                        "id": f"toolu_{n:02d}",
-                        "name": "Read",
-                        "input": {"file_path": f"/f{n}"},
-                    }
-                ],
-            }
-        )
-        messages.append(
-            {
-                "role": "user",
-                "content": [
-                    {"type": "tool_result", "tool_use_id": f"toolu_{n:02d}", "content": big(size, f"file{n}")}
-                ],
-            }
-        )
-    return messages
 
 
 # -- the command -------------------------------------------------------------------------------
@@ -254,7 +223,7 @@ def test_count_tokens_and_compact_are_forwarded_as_they_are(
     proxy: ProxyProcess, upstream: ScriptedUpstream, path: str
 ) -> None:
     key = "input" if "responses" in path else "messages"
-    history = anthropic_history(6) if key == "messages" else [{"role": "user", "content": big(800, "x")}]
+    history = read_history(6) if key == "messages" else [{"role": "user", "content": big_text(800, "x")}]
     raw = json.dumps({"model": "m", key: history}).encode()
     response = httpx.post(
         f"{proxy.url}{path}?beta=true", content=raw, headers={"content-type": "application/json"}
@@ -283,7 +252,7 @@ def test_an_upstream_base_with_a_path_gets_the_request_path_appended(
         b'["a", "list"]',
         b'{"model": "echo", "messages": [{"role": "user", "content": "x"}], "input": []}',
         # shortened, it could not be written back: 1e400 is no number JSON can hold after reading
-        json.dumps({"model": "echo", "messages": anthropic_history(3)}).encode()[:-1] + b', "n": 1e400}',
+        json.dumps({"model": "echo", "messages": read_history(3)}).encode()[:-1] + b', "n": 1e400}',
     ],
     ids=["not-json", "messages-not-a-list", "a-list", "two-histories", "unwritable-number"],
 )
@@ -309,7 +278,7 @@ def test_a_long_conversation_is_shortened_valid_and_names_files_it_can_read(
     proxy: ProxyProcess, upstream: ScriptedUpstream, workspace: Path
 ) -> None:
     headers = {"x-api-key": SECRET, "anthropic-version": "2023-06-01"}
-    history = anthropic_history(8)
+    history = read_history(8)
     for n in range(1, 9):
         body = {"model": "echo", "max_tokens": 5, "messages": history[: 1 + 2 * n]}
         assert httpx.post(f"{proxy.url}/v1/messages", json=body, headers=headers).status_code == 200
@@ -331,7 +300,7 @@ def test_a_long_conversation_is_shortened_valid_and_names_files_it_can_read(
 def test_the_same_history_gives_the_same_bytes_from_two_replicas(
     upstream: ScriptedUpstream, tmp_path: Path
 ) -> None:
-    history = anthropic_history(6)
+    history = read_history(6)
     raws = []
     for _ in range(2):  # one replica, then another over the same workspace
         with ProxyProcess("--anthropic-upstream", upstream.url, "--workspace", str(tmp_path)) as process:
@@ -361,7 +330,7 @@ def test_a_client_that_disconnects_cancels_the_upstream(
 def test_stats_count_requests_savings_and_cache_aware_cost(
     upstream: ScriptedUpstream, tmp_path: Path
 ) -> None:
-    history = anthropic_history(8)
+    history = read_history(8)
     with ProxyProcess("--anthropic-upstream", upstream.url, "--workspace", str(tmp_path)) as process:
         for n in range(1, 9):
             httpx.post(f"{process.url}/v1/messages", json={"model": "echo", "messages": history[: 1 + 2 * n]})

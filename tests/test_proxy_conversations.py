@@ -21,6 +21,7 @@ from tests.strategies import (
     property_settings,
     responses_histories,
 )
+from tests.upstream_proxy import read_history
 from toolkeep import Config, validate
 from toolkeep.proxy import Preparer, make_preparer
 from toolkeep.proxy.conversations import Conversations
@@ -31,35 +32,8 @@ from toolkeep.workspace import Workspace
 SAVED = re.compile(r"full output saved to ([^\]\n]+)\]")
 
 
-def big(n: int, tag: str) -> str:
-    return "".join(f"{tag} line {i}: some output of the tool\n" for i in range(n))
-
-
 def history(results: int, first: str = "read the files", size: int = 900) -> list[dict[str, Any]]:
-    messages: list[dict[str, Any]] = [{"role": "user", "content": first}]
-    for n in range(results):
-        messages.append(
-            {
-                "role": "assistant",
-                "content": [
-                    {
-                        "type": "tool_use",
-                        "id": f"toolu_{n:02d}",
-                        "name": "Read",
-                        "input": {"file_path": f"/f{n}"},
-                    }
-                ],
-            }
-        )
-        messages.append(
-            {
-                "role": "user",
-                "content": [
-                    {"type": "tool_result", "tool_use_id": f"toolu_{n:02d}", "content": big(size, f"file{n}")}
-                ],
-            }
-        )
-    return messages
+    return read_history(results, size, first)
 
 
 def body(messages: list[Any], key: str = "messages") -> bytes:

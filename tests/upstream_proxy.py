@@ -81,3 +81,24 @@ class ProxyProcess:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def big_text(n: int, tag: str) -> str:
+    """``n`` lines of tool output, each naming ``tag`` and its number."""
+    return "".join(f"{tag} line {i}: some output of the tool, long enough to matter\n" for i in range(n))
+
+
+def read_history(results: int, size: int = 800, first: str = "read the files") -> list[dict[str, Any]]:
+    """An Anthropic history: ``first``, then ``results`` Read calls, each answered by ``size``
+    lines of output."""
+    messages: list[dict[str, Any]] = [{"role": "user", "content": first}]
+    for n in range(results):
+        call = {"type": "tool_use", "id": f"toolu_{n:02d}", "name": "Read", "input": {"file_path": f"/f{n}"}}
+        result = {
+            "type": "tool_result",
+            "tool_use_id": f"toolu_{n:02d}",
+            "content": big_text(size, f"file{n}"),
+        }
+        messages.append({"role": "assistant", "content": [call]})
+        messages.append({"role": "user", "content": [result]})
+    return messages
