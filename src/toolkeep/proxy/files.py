@@ -19,12 +19,12 @@ from typing import Any
 
 from ..formats import Format, validate
 from ..messages import History, Message, Part
-from ..shorten import SAVED_PATH_RE
 from ..steps import Step, StepContext
 
 __all__ = ["PersistOnEntry", "drop_markers", "keep_last_turn", "with_files"]
 
-_MARKER = re.compile(r" ?<<ccr:[0-9a-f]{16}>>")
+_WAY_BACK = re.compile(r"(full output saved to [^\]\n]+\])(?: <<ccr:[0-9a-f]{16}>>)+")
+"""A saved-file reference and the markers toolkeep's forms put right after it."""
 
 
 class PersistOnEntry(Step):
@@ -69,18 +69,17 @@ def with_files(steps: Sequence[Step], min_chars: int) -> list[Step]:
 
 
 def drop_markers(prepared: Sequence[Any], original: Sequence[Any]) -> list[Any]:
-    """``prepared`` with the ``<<ccr:KEY>>`` markers taken out of every string that also names a
-    saved file, in the messages toolkeep changed (those that are not the input's own objects).
-    Pure: the same input gives the same output, so the prompt cache keeps hitting."""
+    """``prepared`` with the ``<<ccr:KEY>>`` markers that follow a saved file's reference taken
+    out (the file is the way back), in the messages toolkeep changed (those that are not the
+    input's own objects); markers in the text the client sent stay. Pure: the same input gives
+    the same output, so the prompt cache keeps hitting."""
     kept = {id(m) for m in original}
     return [m if id(m) in kept else _clean(m) for m in prepared]
 
 
 def _clean(value: Any) -> Any:
     if isinstance(value, str):
-        if "<<ccr:" in value and SAVED_PATH_RE.search(value):
-            return _MARKER.sub("", value)
-        return value
+        return _WAY_BACK.sub(r"\1", value) if "<<ccr:" in value else value
     if isinstance(value, Mapping):
         return {k: _clean(v) for k, v in value.items()}
     if isinstance(value, list):
