@@ -365,3 +365,29 @@ def test_the_readme_gives_the_command_and_its_flags_exist() -> None:
     for flag in re.findall(r"--[a-z-]+", synopsis):
         assert flag in helped
     assert "default: 127.0.0.1" in helped and "default: 8787" in helped
+
+
+def test_a_replica_killed_mid_stream_gives_an_error_and_loses_nothing(
+    upstream: ScriptedUpstream, tmp_path: Path
+) -> None:
+    from toolkeep.shorten import archive_key
+    from toolkeep.stores import FileStore
+
+    process = ProxyProcess("--anthropic-upstream", upstream.url, "--workspace", str(tmp_path))
+    history = read_history(4)
+    httpx.post(f"{process.url}/v1/messages", json={"model": "echo", "messages": history})
+    body = {"model": "slow", "stream": True, "messages": [{"role": "user", "content": "hi"}]}
+    with (
+        pytest.raises(httpx.HTTPError),
+        httpx.stream("POST", f"{process.url}/v1/messages", json=body, timeout=30) as response,
+    ):
+        chunks = response.iter_raw()
+        next(chunks)
+        process.process.kill()
+        for _ in chunks:
+            pass
+    process.stop()
+    store = FileStore(tmp_path / "archive")
+    for message in history[2:-1:2]:  # every original the shortened forms lead back to
+        original = message["content"][0]["content"]
+        assert store.get(archive_key(original)) == original
