@@ -5,7 +5,8 @@ real clients (Claude Code, Codex CLI) and for the tests, records every request i
 every response body it sends, and does what the request's ``model`` asks:
 
 - ``stream``: an SSE stream of the route's kind, in many small chunks with pauses (multibyte
-  text included); ``slow``: the same with long pauses (for disconnects);
+  text included); ``slow``: the same with long pauses (for disconnects); ``load``: a shorter
+  one in 20 chunks 5 ms apart (for the load bench);
 - ``error-429``, ``error-500``, ``overloaded``: that error, with a body and headers of its own;
 - ``gzip``: a JSON answer compressed, with ``content-encoding: gzip``;
 - ``echo`` and anything else without the agent's tools: a short answer (JSON or SSE, as the
@@ -40,13 +41,17 @@ SHELL_TOOLS = ("shell", "exec_command", "shell_command", "local_shell")
 
 
 class Recorder:
-    def __init__(self) -> None:
+    def __init__(self, keep: bool = True) -> None:
         self.requests: list[dict[str, Any]] = []
         self.lock = threading.Lock()
+        self.keep = keep
+        self.count = 0
 
     def add(self, entry: dict[str, Any]) -> None:
         with self.lock:
-            self.requests.append(entry)
+            self.count += 1
+            if self.keep:
+                self.requests.append(entry)
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -142,6 +147,9 @@ class Handler(BaseHTTPRequestHandler):
                 entry, 200, data, [("content-type", "application/json"), ("content-encoding", "gzip")]
             )
             return
+        if model == "load":  # for bench/proxy_load.py: 60 deltas in 20 chunks, 5 ms apart
+            self._stream(entry, _test_events(kind, 60, 0), 0.005)
+            return
         if model in ("stream", "slow"):
             pause = 0.2 if model == "slow" else 0.002
             self._stream(
@@ -154,7 +162,7 @@ class Handler(BaseHTTPRequestHandler):
         if step is None:
             step = ("text", "ok")
         with self.server.recorder.lock:
-            number = len(self.server.recorder.requests)
+            number = self.server.recorder.count
         if request.get("stream"):
             self._stream(entry, _events(kind, model, step, len(entry["body"]), number), 0.0)
         else:
@@ -228,9 +236,11 @@ class Handler(BaseHTTPRequestHandler):
 class Server(ThreadingHTTPServer):
     daemon_threads = True
 
-    def __init__(self, port: int, files: list[Path]) -> None:
+    request_queue_size = 128
+
+    def __init__(self, port: int, files: list[Path], record: bool = True) -> None:
         super().__init__(("127.0.0.1", port), Handler)
-        self.recorder = Recorder()
+        self.recorder = Recorder(record)
         self.files = files
 
 
@@ -558,9 +568,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--files", type=Path, help="Directory of the big files the agent reads.")
+    parser.add_argument("--no-record", action="store_true", help="Keep no request (for load runs).")
     args = parser.parse_args()
     files = sorted(args.files.glob("*.txt")) if args.files else []
-    server = Server(args.port, files)
+    server = Server(args.port, files, record=not args.no_record)
     sys.stderr.write(f"listening on http://127.0.0.1:{server.server_address[1]}\n")
     sys.stderr.flush()
     with contextlib.suppress(KeyboardInterrupt):

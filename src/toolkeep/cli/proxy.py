@@ -41,7 +41,9 @@ _HINT = "toolkeep proxy needs Starlette, uvicorn and httpx: pip install 'toolkee
 @click.option(
     "--store", "store_url", metavar="URL", help="Archive originals there (sqlite:///f.db, redis://...)."
 )
-@click.option("--policy", metavar="NAME", help="Policy (default, economy, seed).")
+@click.option(
+    "--policy", metavar="NAME", help="Policy: default (as the library's), economy (cache-aware) or seed."
+)
 @click.option("--pricing", metavar="NAME", help="Pricing the cost estimates use (TOOLKEEP_PRICING).")
 def proxy(
     host: str,
