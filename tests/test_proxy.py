@@ -20,8 +20,11 @@ pytest.importorskip("starlette", reason="the proxy extra is not installed: pip i
 pytest.importorskip("uvicorn", reason="the proxy extra is not installed: pip install 'toolkeep[proxy]'")
 
 import toolkeep  # noqa: E402
+from tests import redis_server  # noqa: E402
 from tests.upstream_proxy import TOOLKEEP, ProxyProcess, big_text, read_history  # noqa: E402
 from tests.upstream_server import ScriptedUpstream  # noqa: E402
+
+redis_url = redis_server.redis_url  # the session-wide Redis fixture
 
 SECRET = "sk-ant-very-secret-value-1234"
 
@@ -391,3 +394,33 @@ def test_a_replica_killed_mid_stream_gives_an_error_and_loses_nothing(
     for message in history[2:-1:2]:  # every original the shortened forms lead back to
         original = message["content"][0]["content"]
         assert store.get(archive_key(original)) == original
+
+
+def test_two_replicas_sharing_redis_give_one_replicas_bytes(
+    upstream: ScriptedUpstream, tmp_path: Path, redis_url: str
+) -> None:
+    store = f"{redis_url}?prefix={redis_server.fresh_prefix()}"
+    args = (
+        "--anthropic-upstream",
+        upstream.url,
+        "--workspace",
+        str(tmp_path),
+        "--store",
+        store,
+        "--policy",
+        "default",
+    )
+    history = read_history(6)
+    with ProxyProcess(*args) as a, ProxyProcess(*args) as b:
+        alternating = []
+        for n in range(1, 7):  # each request to the other replica
+            replica = (a, b)[n % 2]
+            httpx.post(f"{replica.url}/v1/messages", json={"model": "echo", "messages": history[: 1 + 2 * n]})
+            alternating.append(last(upstream, "/v1/messages")["body"])
+    with ProxyProcess(*args) as one:
+        alone = []
+        for n in range(1, 7):
+            httpx.post(f"{one.url}/v1/messages", json={"model": "echo", "messages": history[: 1 + 2 * n]})
+            alone.append(last(upstream, "/v1/messages")["body"])
+    assert alternating == alone
+    assert "full output saved to" in alone[-1]
