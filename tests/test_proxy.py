@@ -424,3 +424,33 @@ def test_two_replicas_sharing_redis_give_one_replicas_bytes(
             alone.append(last(upstream, "/v1/messages")["body"])
     assert alternating == alone
     assert "full output saved to" in alone[-1]
+
+
+def test_an_upstream_that_dies_mid_stream_gives_the_client_an_error_and_one_line(tmp_path: Path) -> None:
+    import re
+    import subprocess
+    import sys
+
+    server = subprocess.Popen(
+        [sys.executable, str(Path(__file__).with_name("upstream_server.py"))], stderr=subprocess.PIPE
+    )
+    assert server.stderr is not None
+    url = re.match(r"listening on (\S+)", server.stderr.readline().decode())
+    assert url is not None
+    try:
+        with ProxyProcess("--anthropic-upstream", url.group(1), "--workspace", str(tmp_path)) as process:
+            body = {"model": "slow", "stream": True, "messages": [{"role": "user", "content": "hi"}]}
+            with (
+                pytest.raises(httpx.HTTPError),
+                httpx.stream("POST", f"{process.url}/v1/messages", json=body, timeout=30) as response,
+            ):
+                chunks = response.iter_raw()
+                next(chunks)
+                server.kill()
+                for _ in chunks:
+                    pass
+            process.wait_for_line(lambda line: "(upstream broke off: " in line)
+    finally:
+        server.kill()
+        server.wait()
+    assert "Traceback" not in process.stderr()

@@ -189,9 +189,10 @@ class Forwarded(Response):
                     self.sent += len(chunk)
                     await send({"type": "http.response.body", "body": chunk, "more_body": True})
             except httpx.HTTPError as exc:
-                # the upstream broke off mid-body: so must the client's response (an error, not a hang)
+                # the upstream broke off mid-body: so does the client's response, left incomplete
+                # (uvicorn then closes the connection: the client gets an error, not a hang)
                 self.end = f"upstream broke off: {type(exc).__name__}"
-                raise
+                return
             self.end = "ok"
             await send({"type": "http.response.body", "body": b"", "more_body": False})
         finally:
