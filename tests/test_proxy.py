@@ -370,6 +370,21 @@ def test_the_readme_gives_the_command_and_its_flags_exist() -> None:
     assert "default: 127.0.0.1" in helped and "default: 8787" in helped
 
 
+def stream_broken_by(url: str, kill: Any) -> None:
+    """Start a slow stream through the proxy at ``url``, ``kill()`` once the first bytes are in:
+    the client must get an error (not a hang, not a clean end)."""
+    body = {"model": "slow", "stream": True, "messages": [{"role": "user", "content": "hi"}]}
+    with (
+        pytest.raises(httpx.HTTPError),
+        httpx.stream("POST", f"{url}/v1/messages", json=body, timeout=30) as response,
+    ):
+        chunks = response.iter_raw()
+        next(chunks)
+        kill()
+        for _ in chunks:
+            pass
+
+
 def test_a_replica_killed_mid_stream_gives_an_error_and_loses_nothing(
     upstream: ScriptedUpstream, tmp_path: Path
 ) -> None:
@@ -379,16 +394,7 @@ def test_a_replica_killed_mid_stream_gives_an_error_and_loses_nothing(
     process = ProxyProcess("--anthropic-upstream", upstream.url, "--workspace", str(tmp_path))
     history = read_history(4)
     httpx.post(f"{process.url}/v1/messages", json={"model": "echo", "messages": history})
-    body = {"model": "slow", "stream": True, "messages": [{"role": "user", "content": "hi"}]}
-    with (
-        pytest.raises(httpx.HTTPError),
-        httpx.stream("POST", f"{process.url}/v1/messages", json=body, timeout=30) as response,
-    ):
-        chunks = response.iter_raw()
-        next(chunks)
-        process.process.kill()
-        for _ in chunks:
-            pass
+    stream_broken_by(process.url, process.process.kill)
     process.stop()
     store = FileStore(tmp_path / "archive")
     for message in history[2:-1:2]:  # every original the shortened forms lead back to
@@ -439,16 +445,7 @@ def test_an_upstream_that_dies_mid_stream_gives_the_client_an_error_and_one_line
     assert url is not None
     try:
         with ProxyProcess("--anthropic-upstream", url.group(1), "--workspace", str(tmp_path)) as process:
-            body = {"model": "slow", "stream": True, "messages": [{"role": "user", "content": "hi"}]}
-            with (
-                pytest.raises(httpx.HTTPError),
-                httpx.stream("POST", f"{process.url}/v1/messages", json=body, timeout=30) as response,
-            ):
-                chunks = response.iter_raw()
-                next(chunks)
-                server.kill()
-                for _ in chunks:
-                    pass
+            stream_broken_by(process.url, server.kill)
             process.wait_for_line(lambda line: "(upstream broke off: " in line)
     finally:
         server.kill()
