@@ -198,6 +198,9 @@ def test_every_request_the_upstream_sees_is_valid(runs: dict[str, Any]) -> None:
 def test_the_request_after_the_last_big_read_is_at_most_half(runs: dict[str, Any]) -> None:
     direct = len(after_last_read(runs["direct"]["agent"])["body"])
     proxied = len(after_last_read(runs["proxy"]["agent"])["body"])
+    print(
+        f"{runs['name']}: the request after the last big read: {proxied:,} bytes, {direct:,} without the proxy"
+    )
     assert proxied <= 0.5 * direct, (proxied, direct)
 
 
