@@ -1,0 +1,279 @@
+"""``toolkeep proxy`` under load on loopback: what it adds to the time to the first and the last
+byte of a streamed answer, against the same load sent to the upstream directly.
+
+C conversations (50 by default) run at once for S seconds (60), each an agent session that grows
+by one tool call and a ~6 KB result a turn (a new conversation every 20 turns), every request a
+streaming Anthropic Messages request answered by the scripted model server
+(tests/upstream_server.py: about 9 KB of SSE in 20 chunks 5 ms apart). The same load runs directly
+against the upstream, then through one proxy; per request the times to the first and the last
+body byte are taken. Also checked, once each: a proxy killed mid-stream gives the client an
+error, not a hang, and every original it archived is still there; 429, 500 and 529 answers pass
+through with their status and body.
+
+    python bench/proxy_load.py [--seconds 60] [--conversations 50] [--write]
+
+``--write`` records the table in bench/results.md, section "Proxy". Bounded: every phase stops by
+itself after S seconds, and every request has a timeout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import re
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+sys.path.insert(0, str(REPO))
+
+from tests.upstream_proxy import ProxyProcess  # noqa: E402
+
+TURN_CHARS = 6_000
+TURNS = 20
+
+
+def start_upstream() -> tuple[subprocess.Popen[bytes], str]:
+    process = subprocess.Popen(
+        [sys.executable, str(REPO / "tests" / "upstream_server.py"), "--no-record"], stderr=subprocess.PIPE
+    )
+    assert process.stderr is not None
+    line = process.stderr.readline().decode()
+    match = re.match(r"listening on (\S+)", line)
+    if not match:
+        process.kill()
+        raise SystemExit(f"the scripted upstream did not start: {line!r}")
+    return process, match.group(1)
+
+
+def history(conversation: int, turns: int) -> list[dict[str, Any]]:
+    messages: list[dict[str, Any]] = [
+        {"role": "user", "content": f"conversation {conversation}: fix the bug"}
+    ]
+    for t in range(turns):
+        text = "".join(
+            f"conv {conversation} turn {t} line {i}: output of the tool\n" for i in range(TURN_CHARS // 45)
+        )
+        call = {
+            "type": "tool_use",
+            "id": f"toolu_{conversation}_{t}",
+            "name": "Read",
+            "input": {"file_path": f"/f{t}"},
+        }
+        result = {"type": "tool_result", "tool_use_id": f"toolu_{conversation}_{t}", "content": text}
+        messages += [{"role": "assistant", "content": [call]}, {"role": "user", "content": [result]}]
+    return messages
+
+
+async def conversation(
+    client: httpx.AsyncClient,
+    url: str,
+    number: int,
+    deadline: float,
+    times: list[tuple[float, float]],
+    errors: list[str],
+) -> None:
+    turn, generation = 0, 0
+    while time.monotonic() < deadline:
+        body = {
+            "model": "load",
+            "stream": True,
+            "max_tokens": 100,
+            "messages": history(number * 1_000 + generation, turn + 1),
+        }
+        started = time.perf_counter()
+        first = None
+        try:
+            async with client.stream("POST", f"{url}/v1/messages", json=body) as response:
+                async for chunk in response.aiter_raw():
+                    if first is None and chunk:
+                        first = time.perf_counter() - started
+                if response.status_code != 200:
+                    errors.append(str(response.status_code))
+        except httpx.HTTPError as exc:
+            errors.append(type(exc).__name__)
+            await asyncio.sleep(0.1)
+            continue
+        times.append((first if first is not None else float("nan"), time.perf_counter() - started))
+        turn += 1
+        if turn == TURNS:
+            turn, generation = 0, generation + 1
+
+
+async def load(
+    url: str, conversations: int, seconds: float
+) -> tuple[list[tuple[float, float]], list[str], float]:
+    times: list[tuple[float, float]] = []
+    errors: list[str] = []
+    limits = httpx.Limits(max_connections=conversations * 2, max_keepalive_connections=conversations * 2)
+    async with httpx.AsyncClient(timeout=httpx.Timeout(60.0), limits=limits) as client:
+        started = time.monotonic()
+        deadline = started + seconds
+        await asyncio.gather(
+            *(conversation(client, url, n, deadline, times, errors) for n in range(conversations))
+        )
+        elapsed = time.monotonic() - started
+    return times, errors, elapsed
+
+
+def percentile(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    if not ordered:
+        return float("nan")
+    k = min(len(ordered) - 1, max(0, round(p / 100 * (len(ordered) - 1))))
+    return ordered[k]
+
+
+def peak_rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def killed_mid_stream(upstream: str) -> str:
+    """A proxy SIGKILLed while streaming: the client's error, and the archive checked after."""
+    from toolkeep.shorten import archive_key
+    from toolkeep.stores import FileStore
+
+    with tempfile.TemporaryDirectory() as root:
+        process = ProxyProcess("--anthropic-upstream", upstream, "--workspace", root)
+        h = history(99_999, 6)
+        httpx.post(f"{process.url}/v1/messages", json={"model": "echo", "messages": h}, timeout=60)
+        store = FileStore(Path(root) / "archive")
+        originals = [m["content"][0]["content"] for m in h[2::2]]
+        archived = [o for o in originals if store.get(archive_key(o)) == o]
+        outcome = "no error"
+        started = time.monotonic()
+        body = {"model": "slow", "stream": True, "messages": [{"role": "user", "content": "hi"}]}
+        try:
+            with httpx.stream("POST", f"{process.url}/v1/messages", json=body, timeout=30) as response:
+                chunks = response.iter_raw()
+                next(chunks)
+                os.kill(process.process.pid, signal.SIGKILL)
+                for _ in chunks:
+                    pass
+        except httpx.HTTPError as exc:
+            outcome = f"{type(exc).__name__} after {time.monotonic() - started:.1f} s"
+        process.stop()
+        after = FileStore(Path(root) / "archive")
+        kept = sum(after.get(archive_key(o)) == o for o in archived)
+        return f"the client got {outcome}; {kept} of the {len(archived)} originals archived before the kill intact after it"
+
+
+def errors_pass(upstream: str) -> str:
+    with (
+        tempfile.TemporaryDirectory() as root,
+        ProxyProcess("--anthropic-upstream", upstream, "--workspace", root) as p,
+    ):
+        got = []
+        for model in ("error-429", "error-500", "overloaded"):
+            r = httpx.post(
+                f"{p.url}/v1/messages", json={"model": model, "messages": [{"role": "user", "content": "x"}]}
+            )
+            d = httpx.post(
+                f"{upstream}/v1/messages",
+                json={"model": model, "messages": [{"role": "user", "content": "x"}]},
+            )
+            got.append(f"{r.status_code} ({'same body' if r.content == d.content else 'BODY DIFFERS'})")
+        return ", ".join(got)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=60.0)
+    parser.add_argument("--conversations", type=int, default=50)
+    parser.add_argument("--policy", default="default", help="the proxy's --policy")
+    parser.add_argument("--light-seconds", type=float, default=15.0, help="the one-conversation phase")
+    parser.add_argument("--write", action="store_true", help="record the table in bench/results.md")
+    args = parser.parse_args()
+    upstream, url = start_upstream()
+    try:
+        light_direct = asyncio.run(load(url, 1, args.light_seconds))
+        direct = asyncio.run(load(url, args.conversations, args.seconds))
+        with (
+            tempfile.TemporaryDirectory() as root,
+            ProxyProcess("--anthropic-upstream", url, "--workspace", root, "--policy", args.policy) as proxy,
+        ):
+            light_proxied = asyncio.run(load(proxy.url, 1, args.light_seconds))
+            proxied = asyncio.run(load(proxy.url, args.conversations, args.seconds))
+            stats = httpx.get(f"{proxy.url}/toolkeep/stats").json()
+            rss = peak_rss_mb(proxy.process.pid)
+        killed = killed_mid_stream(url)
+        passed = errors_pass(url)
+    finally:
+        upstream.kill()
+        upstream.wait()
+    rows = []
+    added = []
+    phases = {
+        f"{args.conversations} at once": (direct, proxied),
+        "1 alone": (light_direct, light_proxied),
+    }
+    for load_name, pair in phases.items():
+        figures = []
+        for way, (times, errors, elapsed) in zip(("direct", "through the proxy"), pair, strict=True):
+            first = [t[0] * 1_000 for t in times]
+            last = [t[1] * 1_000 for t in times]
+            f = {
+                "first50": statistics.median(first),
+                "first99": percentile(first, 99),
+                "last50": statistics.median(last),
+                "last99": percentile(last, 99),
+            }
+            figures.append(f)
+            kinds = ", ".join(f"{n} {k}" for k, n in Counter(errors).most_common()) or "0"
+            rows.append(
+                f"| {load_name} | {way} | {len(times):,} | {len(times) / elapsed:.1f} | {f['first50']:.1f} "
+                f"| {f['first99']:.1f} | {f['last50']:.1f} | {f['last99']:.1f} | {kinds} |"
+            )
+        d, p = figures
+        added.append(
+            f"Added by the proxy, {load_name}: first byte {p['first50'] - d['first50']:+.1f} ms at p50, "
+            f"{p['first99'] - d['first99']:+.1f} ms at p99; last byte {p['last50'] - d['last50']:+.1f} ms at "
+            f"p50, {p['last99'] - d['last99']:+.1f} ms at p99."
+        )
+    body = "\n".join(
+        [
+            f"`bench/proxy_load.py --seconds {args.seconds:g} --conversations {args.conversations} "
+            f"--policy {args.policy}`: "
+            f"{args.conversations} concurrent streaming conversations for {args.seconds:g} s each way (and "
+            f"one alone for {args.light_seconds:g} s), on "
+            f"loopback, to the scripted model server (tests/upstream_server.py), on a {os.cpu_count()}-core "
+            "machine the load generator, the upstream and the proxy share. Times in ms from sending the "
+            "request.",
+            "",
+            "| conversations | to the upstream | requests | per s | first byte p50 | p99 | last byte p50 "
+            "| p99 | errors |",
+            "|---|---|---:|---:|---:|---:|---:|---:|---|",
+            *rows,
+            "",
+            *added,
+            f"Peak RSS of the proxy: {rss:.0f} MB. Tokens sent through it: {stats['tokens']['after']:,} of "
+            f"{stats['tokens']['before']:,} ({stats['tokens']['saved_share']:.0%} saved); cache-aware cost "
+            f"ratio {stats['cost']['ratio']}; failed open: {stats['failed_open']}.",
+            f"A proxy killed mid-stream: {killed}.",
+            f"Upstream 429, 500 and 529 through the proxy: {passed}.",
+        ]
+    )
+    print(body)
+    if args.write:
+        sys.path.insert(0, str(HERE))
+        from replay import replace_section
+
+        replace_section(HERE / "results.md", "Proxy", body, "# Benchmark results\n")
+
+
+if __name__ == "__main__":
+    main()

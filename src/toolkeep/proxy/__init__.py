@@ -1,0 +1,46 @@
+"""``toolkeep proxy``: toolkeep in front of agents whose code cannot be changed.
+
+An agent pointed at the proxy (``ANTHROPIC_BASE_URL``, an OpenAI base URL) sends its requests
+through it; the proxy prepares the history of each (``messages`` / ``input``: repaired, within
+budget, compacted, byte-stable across requests) and forwards everything else exactly as it came,
+streaming the answer back byte for byte. See :mod:`.app` (HTTP), :mod:`.prepare` (one body,
+fail open), :mod:`.conversations` (one state per conversation) and :mod:`.files` (shortened
+results name files the agent can read).
+
+Needs the ``proxy`` extra: ``pip install 'toolkeep[proxy]'`` (Starlette, uvicorn, httpx).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..config import Config
+from ..stores import ArchiveStore, open_store, store_for_config
+from ..userdirs import user_cache_dir
+from ..workspace import Workspace
+from .conversations import Conversations
+from .prepare import Outcome, Preparer
+
+__all__ = ["Conversations", "Outcome", "Preparer", "default_workspace", "make_preparer"]
+
+
+def default_workspace() -> Path:
+    """The proxy's workspace when none is given: ``proxy/`` in the per-user cache directory,
+    which outlives the proxy, so a file a shortened result names can still be read after a
+    restart."""
+    return user_cache_dir() / "proxy"
+
+
+def make_preparer(
+    config: Config, workspace: str | Path | None = None, store: str | ArchiveStore | None = None
+) -> Preparer:
+    """The preparer of a proxy: its workspace (kept), its store (``store`` or the config's, else
+    the workspace's archive) and its table of conversations."""
+    ws = Workspace(workspace if workspace is not None else default_workspace(), keep=True)
+    if isinstance(store, str):
+        archive: ArchiveStore = open_store(store)
+    elif store is not None:
+        archive = store
+    else:
+        archive = store_for_config(config, ws.archive_dir)
+    return Preparer(Conversations(config, ws, archive))

@@ -1,0 +1,225 @@
+"""The proxy's web application: Starlette routes, httpx to the upstream, bytes passed through.
+
+Every header but the hop-by-hop ones reaches the upstream as it came (auth included, never
+logged), with the path and query string appended to the upstream base URL. The response goes
+back with the upstream's status and headers and its body byte for byte as it arrives (the raw,
+still-encoded bytes: SSE streams and compressed bodies alike), chunk by chunk. A client that
+disconnects cancels the upstream request.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import time
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass
+
+import anyio
+import httpx
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
+
+from .prepare import Outcome, Preparer
+
+__all__ = ["ANTHROPIC_UPSTREAM", "OPENAI_UPSTREAM", "PREPARED_ROUTES", "Upstreams", "create_app"]
+
+log = logging.getLogger("toolkeep.proxy")
+
+ANTHROPIC_UPSTREAM = "https://api.anthropic.com"
+OPENAI_UPSTREAM = "https://api.openai.com"
+
+PREPARED_ROUTES: Mapping[str, str] = {
+    "/v1/messages": "anthropic",
+    "/v1/chat/completions": "openai-chat",
+    "/v1/responses": "openai-responses",
+}
+"""The paths whose POST bodies are prepared, and the format of each one's history (also part of a
+conversation's key). Everything else (``/v1/messages/count_tokens``, ``/v1/responses/compact``, ...) is
+forwarded as it is."""
+
+_HOP_BY_HOP = frozenset(
+    {b"connection", b"keep-alive", b"proxy-connection", b"transfer-encoding", b"te", b"trailer",
+     b"upgrade", b"proxy-authenticate", b"proxy-authorization"}
+)  # fmt: skip
+_RECOMPUTED = frozenset({b"host", b"content-length"})
+
+
+@dataclass(frozen=True)
+class Upstreams:
+    """The base URLs requests are forwarded to."""
+
+    anthropic: str = ANTHROPIC_UPSTREAM
+    openai: str = OPENAI_UPSTREAM
+
+    def base_for(self, path: str, headers: Mapping[str, str]) -> str:
+        """Anthropic for its paths and for requests that carry its headers, else OpenAI."""
+        if path.startswith("/v1/messages") or "anthropic-version" in headers or "x-api-key" in headers:
+            return self.anthropic.rstrip("/")
+        return self.openai.rstrip("/")
+
+
+def create_app(
+    preparer: Preparer, upstreams: Upstreams, *, client: httpx.AsyncClient | None = None
+) -> Starlette:
+    """The ASGI application of a proxy (``toolkeep proxy`` runs it on uvicorn)."""
+    owned = client is None
+    http = client or httpx.AsyncClient(
+        timeout=httpx.Timeout(connect=30.0, read=600.0, write=600.0, pool=60.0),
+        limits=httpx.Limits(max_connections=1_000, max_keepalive_connections=100),
+        follow_redirects=False,
+    )
+
+    async def stats(request: Request) -> Response:
+        return JSONResponse(preparer.totals.to_dict(preparer.conversations))
+
+    async def forward(request: Request) -> Response:
+        started = time.perf_counter()
+        path = request.url.path
+        body = await request.body()
+        route = PREPARED_ROUTES.get(path) if request.method == "POST" else None
+        outcome: Outcome | None = None
+        if route is not None:
+            outcome = await anyio.to_thread.run_sync(preparer.prepare, route, body)
+            if outcome.error is not None:
+                log.warning(
+                    "toolkeep proxy: %s %s: forwarded unchanged: %s", request.method, path, outcome.error
+                )
+            body = outcome.body
+        preparer.totals.add(outcome)
+        url = upstreams.base_for(path, request.headers) + path
+        if request.url.query:
+            url += "?" + request.url.query
+        return Forwarded(
+            http, _upstream_request(http, request, url, body), request, outcome, started, preparer
+        )
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        yield
+        if owned:
+            await http.aclose()
+
+    routes = [
+        Route("/toolkeep/stats", stats, methods=["GET"]),
+        Route("/{path:path}", forward, methods=["GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "HEAD"]),
+    ]
+    return Starlette(routes=routes, lifespan=lifespan)
+
+
+def _upstream_request(http: httpx.AsyncClient, request: Request, url: str, body: bytes) -> httpx.Request:
+    """The request to the upstream: the client's headers as they came (but hop-by-hop ones),
+    and no header httpx would add of its own."""
+    headers = [
+        (name, value)
+        for name, value in request.scope["headers"]
+        if name.lower() not in _HOP_BY_HOP and name.lower() not in _RECOMPUTED
+    ]
+    upstream = http.build_request(request.method, url, headers=headers, content=body)
+    sent = {name.lower() for name, _ in request.scope["headers"]}
+    for name in list(upstream.headers.keys()):
+        encoded = name.lower().encode("latin-1")
+        if encoded not in sent and encoded not in _RECOMPUTED:
+            del upstream.headers[name]
+    return upstream
+
+
+class Forwarded(Response):
+    """The upstream's answer, streamed to the client as it arrives; a disconnect cancels it."""
+
+    def __init__(
+        self,
+        http: httpx.AsyncClient,
+        upstream: httpx.Request,
+        request: Request,
+        outcome: Outcome | None,
+        started: float,
+        preparer: Preparer,
+    ) -> None:
+        self.http = http
+        self.upstream = upstream
+        self.request = request
+        self.outcome = outcome
+        self.started = started
+        self.preparer = preparer
+        self.background = None
+        self.status_code = 502
+        self.sent = 0
+        self.end = "cancelled"
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            async with anyio.create_task_group() as group:
+
+                async def watch() -> None:
+                    while True:
+                        message = await receive()
+                        if message["type"] == "http.disconnect":
+                            if self.end != "ok":
+                                self.end = "client disconnected"
+                            group.cancel_scope.cancel()
+                            return
+
+                group.start_soon(watch)
+                await self._relay(send)
+                group.cancel_scope.cancel()
+        finally:
+            self._log()
+
+    async def _relay(self, send: Send) -> None:
+        try:
+            response = await self.http.send(self.upstream, stream=True)
+        except httpx.HTTPError as exc:
+            self.end = f"upstream unreachable: {type(exc).__name__}"
+            await _send_error(
+                send, 502, f"toolkeep proxy: the upstream could not be reached ({type(exc).__name__})"
+            )
+            return
+        try:
+            self.status_code = response.status_code
+            self.preparer.totals.status(response.status_code)
+            headers = [(n, v) for n, v in response.headers.raw if n.lower() not in _HOP_BY_HOP]
+            await send({"type": "http.response.start", "status": response.status_code, "headers": headers})
+            try:
+                async for chunk in response.aiter_raw():
+                    self.sent += len(chunk)
+                    await send({"type": "http.response.body", "body": chunk, "more_body": True})
+            except httpx.HTTPError as exc:
+                # the upstream broke off mid-body: so does the client's response, left incomplete
+                # (uvicorn then closes the connection: the client gets an error, not a hang)
+                self.end = f"upstream broke off: {type(exc).__name__}"
+                return
+            self.end = "ok"
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+        finally:
+            await response.aclose()
+
+    def _log(self) -> None:
+        o = self.outcome
+        f = o.figures if o is not None else None
+        ms = (time.perf_counter() - self.started) * 1_000
+        what = ""
+        if o is not None and f is not None and o.prepared:
+            what = (
+                f" conversation {o.conversation[:8] if o.conversation else '-'}"
+                f" tokens {f.tokens_before:,} -> {f.tokens_after:,} repairs {f.repairs} cuts {f.cuts}"
+                f" cost {f.cost_unmanaged:,.0f} -> {f.cost_managed:,.0f}"
+            )
+        elif o is not None:
+            what = " forwarded unchanged"
+        end = "" if self.end == "ok" else f" ({self.end})"
+        log.info(
+            "toolkeep proxy: %s %s %d%s %d bytes %.0f ms%s",
+            self.request.method, self.request.url.path, self.status_code, what, self.sent, ms, end,
+        )  # fmt: skip
+
+
+async def _send_error(send: Send, status: int, message: str) -> None:
+    body = json.dumps({"type": "error", "error": {"type": "proxy_error", "message": message}}).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body, "more_body": False})

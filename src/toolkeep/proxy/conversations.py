@@ -1,0 +1,107 @@
+"""One toolkeep state per conversation, found without help from the client.
+
+A conversation is told apart by the provider route and the first item of its history (an agent
+resends its whole history each turn, so the first message stays while the conversation goes
+on). Each has a :class:`~toolkeep.Session` of its own over the proxy's shared workspace and
+store, so that conversations are prepared independently and in parallel. The table is bounded:
+the least recently used conversation goes past ``max_conversations``, and one idle for
+``idle_seconds`` expires. A history the agent rewrote keeps working: Claude Code's own
+compaction changes the first message (a new state), and a rewind shares only a prefix with the
+last request, which the session's engine notices and does again.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..config import Config
+from ..session import Session
+from ..shorten import archive_key
+from ..stores import ArchiveStore
+from ..workspace import Workspace
+from .files import with_files
+
+__all__ = ["Conversation", "Conversations", "conversation_key"]
+
+
+def conversation_key(route: str, history: Sequence[Any]) -> str:
+    """The key of the conversation ``history`` belongs to: its route and its first item."""
+    first = history[0] if history else None
+    text = json.dumps([route, first], sort_keys=True, ensure_ascii=False, default=repr)
+    return archive_key(text)
+
+
+@dataclass
+class Conversation:
+    """A conversation's session and what the statistics compare with its last request."""
+
+    key: str
+    session: Session
+    last_used: float
+    requests: int = 0
+    previous: dict[str, list[str]] = field(default_factory=dict)
+    """The serialized segments of the last request, unmanaged and managed (for cache costs)."""
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+class Conversations:
+    """The bounded table of conversations (see the module docstring)."""
+
+    def __init__(
+        self,
+        config: Config,
+        workspace: Workspace,
+        store: ArchiveStore,
+        *,
+        max_conversations: int = 256,
+        idle_seconds: float = 3_600.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.config = config
+        self.workspace = workspace
+        self.store = store
+        self.max_conversations = max_conversations
+        self.idle_seconds = idle_seconds
+        self.clock = clock
+        self.started = 0
+        """Conversations begun (a conversation that expired and came back counts again)."""
+        self._table: OrderedDict[str, Conversation] = OrderedDict()
+        self._lock = threading.Lock()
+        self._min_chars = min(config.compact_min_chars, config.economy.min_chars)
+
+    def __len__(self) -> int:
+        return len(self._table)
+
+    def get(self, route: str, history: Sequence[Any]) -> Conversation:
+        """The conversation ``history`` continues, or a new one (expiring idle ones first)."""
+        key = conversation_key(route, history)
+        now = self.clock()
+        with self._lock:
+            self._expire(now)
+            conversation = self._table.pop(key, None)
+            if conversation is None:
+                conversation = Conversation(key, self._session(), now)
+                self.started += 1
+                while len(self._table) >= self.max_conversations:
+                    self._table.popitem(last=False)
+            conversation.last_used = now
+            self._table[key] = conversation
+            return conversation
+
+    def _expire(self, now: float) -> None:
+        while self._table:
+            oldest = next(iter(self._table.values()))
+            if now - oldest.last_used < self.idle_seconds:
+                return
+            self._table.popitem(last=False)
+
+    def _session(self) -> Session:
+        session = Session(self.config, workspace=self.workspace, store=self.store)
+        session.steps = with_files(session.steps, self._min_chars)
+        return session

@@ -1,0 +1,221 @@
+"""What the proxy does to one request body: prepare its history, or forward it untouched.
+
+Only the history (``messages`` / ``input``) is prepared, through the request-object path of
+:meth:`toolkeep.Session.prepare`; every other field is the very value it was. Fail open: when
+the body is no JSON request object, or preparing it fails for any reason, the original bytes are
+forwarded and :attr:`Outcome.error` says why (the caller logs it in one line). When toolkeep
+changes nothing the original bytes go out as they came.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..replay.cost import request_cost, request_segments, serialize_message
+from ..replay.tokens import TokenCounter, get_counter
+from ..requests import read_request
+from .conversations import Conversations
+from .files import drop_markers, keep_last_turn
+
+__all__ = ["Figures", "Outcome", "Preparer", "Totals"]
+
+
+class _Chars(TokenCounter):
+    """chars/4, without the replay counter's memory of every string it counted (a proxy runs
+    for days)."""
+
+    def count(self, text: str) -> int:
+        return self._encode(text)
+
+
+_COUNTER: TokenCounter = _Chars("chars/4", False, get_counter("chars")._encode)
+
+
+@dataclass
+class Figures:
+    """Sizes (in :data:`_COUNTER`'s unit), repairs, cuts and cache-aware costs (in base input
+    tokens), without toolkeep and with it: of one request, or summed over many."""
+
+    tokens_before: int = 0
+    tokens_after: int = 0
+    repairs: int = 0
+    cuts: int = 0
+    cost_unmanaged: float = 0.0
+    cost_managed: float = 0.0
+
+    def add(self, other: Figures) -> None:
+        self.tokens_before += other.tokens_before
+        self.tokens_after += other.tokens_after
+        self.repairs += other.repairs
+        self.cuts += other.cuts
+        self.cost_unmanaged += other.cost_unmanaged
+        self.cost_managed += other.cost_managed
+
+
+@dataclass
+class Outcome:
+    """One request as the proxy handled it."""
+
+    body: bytes
+    """What is sent upstream."""
+    conversation: str | None = None
+    figures: Figures = field(default_factory=Figures)
+    error: str | None = None
+    """Why the body went out unchanged (fail open), or ``None``."""
+
+    @property
+    def prepared(self) -> bool:
+        return self.conversation is not None and self.error is None
+
+
+@dataclass
+class Totals:
+    """Running totals over every request (``GET /toolkeep/stats``)."""
+
+    requests: int = 0
+    prepared: int = 0
+    failed_open: int = 0
+    forwarded: int = 0
+    """Requests forwarded as they are by design (other endpoints, ``count_tokens``, ...)."""
+    changed: int = 0
+    figures: Figures = field(default_factory=Figures)
+    statuses: dict[str, int] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def add(self, outcome: Outcome | None) -> None:
+        with self.lock:
+            self.requests += 1
+            if outcome is None:
+                self.forwarded += 1
+                return
+            if outcome.error is not None:
+                self.failed_open += 1
+                return
+            self.prepared += 1
+            self.changed += outcome.figures.tokens_after != outcome.figures.tokens_before
+            self.figures.add(outcome.figures)
+
+    def status(self, code: int) -> None:
+        with self.lock:
+            self.statuses[str(code)] = self.statuses.get(str(code), 0) + 1
+
+    def to_dict(self, conversations: Conversations) -> dict[str, Any]:
+        with self.lock:
+            f = self.figures
+            saved = f.tokens_before - f.tokens_after
+            unmanaged, managed = round(f.cost_unmanaged, 1), round(f.cost_managed, 1)
+            return {
+                "requests": self.requests,
+                "prepared": self.prepared,
+                "changed": self.changed,
+                "failed_open": self.failed_open,
+                "forwarded": self.forwarded,
+                "statuses": dict(self.statuses),
+                "conversations": {"active": len(conversations), "started": conversations.started},
+                "tokens": {
+                    "unit": _COUNTER.unit,
+                    "before": f.tokens_before,
+                    "after": f.tokens_after,
+                    "saved": saved,
+                    "saved_share": round(saved / f.tokens_before, 4) if f.tokens_before else 0.0,
+                },
+                "repairs": f.repairs,
+                "cuts": f.cuts,
+                "cost": {
+                    "unit": "input tokens at the base price; a prefix shared with the "
+                    "conversation's last request is read from the cache at 0.1x, the rest "
+                    "written at 1.25x",
+                    "unmanaged": unmanaged,
+                    "managed": managed,
+                    "saved": round(unmanaged - managed, 1),
+                    "ratio": round(managed / unmanaged, 4) if unmanaged else None,
+                },
+            }
+
+
+class Preparer:
+    """Prepares request bodies for one proxy (thread-safe: one lock per conversation)."""
+
+    def __init__(self, conversations: Conversations) -> None:
+        self.conversations = conversations
+        self.totals = Totals()
+
+    def prepare(self, route: str, body: bytes) -> Outcome:
+        """The body to send upstream for ``body``, never raising (see the module docstring)."""
+        try:
+            return self._prepare(route, body)
+        except Exception as exc:  # fail open, whatever went wrong (RecursionError too): the line says what
+            return Outcome(body, error=_reason(exc))
+
+    def _prepare(self, route: str, body: bytes) -> Outcome:
+        try:
+            document = json.loads(body)
+        except (ValueError, RecursionError) as exc:
+            return Outcome(body, error=f"the body is not JSON ({type(exc).__name__})")
+        if not isinstance(document, dict):
+            return Outcome(body, error=f"the body is a JSON {type(document).__name__}, not a request object")
+        request = read_request(document)
+        history = request.history
+        if history is None:
+            return Outcome(body, conversation="-", error=None)
+        conversation = self.conversations.get(route, history)
+        with conversation.lock:
+            prepared, report = conversation.session.prepare(document, format=route)
+            out_history = keep_last_turn(
+                drop_markers(prepared[request.key], history), history, request.format(route)
+            )
+            changed = out_history != list(history)
+            system = _system_text(document)
+            before = request_segments(system, [serialize_message(m) for m in history])
+            after = (
+                request_segments(system, [serialize_message(m) for m in out_history]) if changed else before
+            )
+            unmanaged = request_cost(conversation.previous.get("unmanaged"), before, _COUNTER)
+            managed = request_cost(conversation.previous.get("managed"), after, _COUNTER)
+            conversation.previous = {"unmanaged": before, "managed": after}
+            conversation.requests += 1
+        if changed:
+            prepared[request.key] = out_history
+            out = json.dumps(prepared, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode(
+                "utf-8", "surrogatepass"
+            )
+        else:
+            out = body
+        return Outcome(
+            out,
+            conversation=conversation.key,
+            figures=Figures(
+                unmanaged.tokens,
+                managed.tokens,
+                len(report.repairs),
+                len(report.cuts),
+                unmanaged.cost,
+                managed.cost,
+            ),
+        )
+
+
+def _system_text(document: dict[str, Any]) -> str | None:
+    """The request's instructions as one string, for sizes and cache costs."""
+    for key in ("system", "instructions"):
+        if key in document:
+            value = document[key]
+            return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    return None
+
+
+def _reason(exc: BaseException) -> str:
+    """One line naming what failed, without the data: the type and, for toolkeep's own errors
+    (which name fields, never contents), the message."""
+    from ..exceptions import ToolkeepError
+
+    if isinstance(exc, ToolkeepError):
+        return f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    where = f" at {tb.tb_frame.f_code.co_filename.rsplit('/', 1)[-1]}:{tb.tb_lineno}" if tb else ""
+    return f"{type(exc).__name__}{where}"

@@ -1,0 +1,195 @@
+"""The proxy's preparing, in process: one state per conversation (LRU, idle expiry, rewritten
+histories start fresh), shortened results that name readable files and carry no marker the
+agent cannot redeem, the last turn sent whole, fail open; and, as properties over broken agent
+histories, valid, deterministic output that never mutates its input."""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tests.strategies import (
+    agent_anthropic_histories,
+    openai_chat_histories,
+    property_settings,
+    responses_histories,
+)
+from tests.upstream_proxy import read_history
+from toolkeep import Config, validate
+from toolkeep.proxy import Preparer, make_preparer
+from toolkeep.proxy.conversations import Conversations
+from toolkeep.proxy.files import drop_markers, keep_last_turn
+from toolkeep.stores import MemoryStore
+from toolkeep.workspace import Workspace
+
+SAVED = re.compile(r"full output saved to ([^\]\n]+)\]")
+
+
+def history(results: int, first: str = "read the files", size: int = 900) -> list[dict[str, Any]]:
+    return read_history(results, size, first)
+
+
+def body(messages: list[Any], key: str = "messages") -> bytes:
+    return json.dumps({"model": "m", "max_tokens": 5, key: messages}).encode()
+
+
+def sent(preparer: Preparer, messages: list[Any], route: str = "anthropic") -> dict[str, Any]:
+    key = "input" if route == "openai-responses" else "messages"
+    outcome = preparer.prepare(route, body(messages, key))
+    assert outcome.error is None, outcome.error
+    value: dict[str, Any] = json.loads(outcome.body)
+    return value
+
+
+@pytest.fixture
+def preparer(tmp_path: Path) -> Preparer:
+    return make_preparer(Config(), tmp_path / "ws")
+
+
+def test_shortened_results_name_files_holding_the_original_and_carry_no_marker(preparer: Preparer) -> None:
+    h = history(8)
+    out = sent(preparer, h)["messages"]
+    assert validate(out, "anthropic") == []
+    text = json.dumps(out)
+    assert "<<ccr:" not in text
+    paths = SAVED.findall(text)
+    assert paths
+    for n, message in enumerate(out[2:-1:2]):  # every older result names its original's file
+        result = message["content"][0]["content"]
+        path = SAVED.findall(result)[0]
+        assert Path(path).read_text() == h[2 + 2 * n]["content"][0]["content"]
+    assert out[-1] == h[-1]  # the last turn goes whole
+
+
+def test_small_results_under_the_compaction_limit_persist_nothing(tmp_path: Path) -> None:
+    preparer = make_preparer(Config(), tmp_path / "ws")
+    h = history(6, size=10)  # about 600 chars each: never shortened
+    outcome = preparer.prepare("anthropic", body(h))
+    assert outcome.body == body(h)  # nothing changed: the very bytes
+    assert list((tmp_path / "ws" / "tool-results").iterdir()) == []
+
+
+def test_one_state_per_conversation_and_a_bounded_table(tmp_path: Path) -> None:
+    now = [0.0]
+    table = Conversations(
+        Config(),
+        Workspace(tmp_path / "ws"),
+        MemoryStore(),
+        max_conversations=3,
+        idle_seconds=100,
+        clock=lambda: now[0],
+    )
+    a = table.get("anthropic", history(1, "a"))
+    assert table.get("anthropic", history(3, "a")) is a  # the same conversation, grown
+    assert table.get("openai-chat", history(1, "a")) is not a  # another route is another conversation
+    for first in ("b", "c"):
+        table.get("anthropic", history(1, first))
+    assert len(table) == 3 and table.started == 4
+    assert table.get("anthropic", history(1, "a")) is not a  # the least recently used went
+    now[0] = 150.0
+    table.get("anthropic", history(1, "d"))
+    assert len(table) == 1  # the idle ones expired
+
+
+@pytest.mark.parametrize("rewrite", ["rewind", "compaction"])
+def test_a_history_the_agent_rewrote_starts_fresh_cleanly(tmp_path: Path, rewrite: str) -> None:
+    preparer = make_preparer(Config(), tmp_path / "a")
+    h = history(10)
+    for n in range(1, 11):
+        sent(preparer, h[: 1 + 2 * n])
+    if rewrite == "rewind":  # back to turn 4, then a different turn
+        new = [
+            *h[:9],
+            {"role": "assistant", "content": "let me think again"},
+            {"role": "user", "content": "go on"},
+        ]
+    else:  # Claude Code's compaction: a summary replaces the history
+        new = [{"role": "user", "content": "This session is being continued. Summary: ..."}, *h[11:17]]
+        new[1] = {"role": "assistant", "content": [{"type": "text", "text": "resuming"}, *h[11]["content"]]}
+    fresh = make_preparer(Config(), tmp_path / "b")
+    got, expected = sent(preparer, new), sent(fresh, new)
+    assert json.dumps(got).replace(str(tmp_path / "a"), "WS") == json.dumps(expected).replace(
+        str(tmp_path / "b"), "WS"
+    )
+    assert validate(got["messages"], "anthropic") == []
+
+
+def test_preparing_failures_fail_open(preparer: Preparer) -> None:
+    for raw in (b"\xff\xfe not json", b'{"messages": {"a": 1}}', b"[]", b'{"model": "m"}'):
+        outcome = preparer.prepare("anthropic", raw)
+        assert outcome.body == raw and outcome.error and "\n" not in outcome.error
+
+
+def test_only_the_markers_after_a_saved_file_go() -> None:
+    kept = {"role": "user", "content": "see <<ccr:0123456789abcdef>>"}
+    changed = {
+        "role": "user",
+        "content": [
+            {
+                "type": "tool_result",
+                "tool_use_id": "t",
+                "content": "x <<ccr:1111111111111111>> [full output saved to /w/f.txt] <<ccr:0123456789abcdef>>"
+                " <<ccr:2222222222222222>>",
+            }
+        ],
+    }
+    lone = {"role": "user", "content": "y <<ccr:0123456789abcdef>>"}
+    out = drop_markers([kept, changed, lone], [kept])
+    assert out[0] is kept and out[2] == lone
+    assert out[1]["content"][0]["content"] == "x <<ccr:1111111111111111>> [full output saved to /w/f.txt]"
+    assert changed["content"][0]["content"].endswith(">>")  # the input is not mutated
+
+
+# -- properties --------------------------------------------------------------------------------
+
+ROUTES = {
+    "anthropic": agent_anthropic_histories(),
+    "openai-chat": openai_chat_histories(),
+    "openai-responses": responses_histories(),
+}
+
+
+@st.composite
+def routed(draw: st.DrawFn) -> tuple[str, list[Any]]:
+    route = draw(st.sampled_from(sorted(ROUTES)))
+    return route, draw(ROUTES[route])
+
+
+@property_settings(40)
+@given(routed())
+def test_the_proxy_output_is_valid_deterministic_and_never_mutates(case: tuple[str, list[Any]]) -> None:
+    import tempfile
+
+    route, messages = case
+    key = "input" if route == "openai-responses" else "messages"
+    before = copy.deepcopy(messages)
+    with tempfile.TemporaryDirectory() as root:
+        one = make_preparer(Config(), Path(root) / "ws")
+        two = make_preparer(Config(), Path(root) / "ws")
+        first, second = one.prepare(route, body(messages, key)), two.prepare(route, body(messages, key))
+    assert messages == before
+    assert first.error is None, first.error
+    assert first.body == second.body  # the same history gives the same bytes, from any replica
+    out = json.loads(first.body)[key]
+    assert validate(out, route) == [] or len(validate(out, route)) <= len(validate(messages, route))
+    assert not re.search(r"full output saved to [^\]]+\] <<ccr:", first.body.decode())
+
+
+@property_settings(40)
+@given(agent_anthropic_histories())
+def test_keeping_the_last_turn_never_adds_a_violation(messages: list[Any]) -> None:
+    from toolkeep import Session
+
+    with Session(Config()) as session:
+        prepared = session.prepare(messages, "anthropic").messages
+    given_list = list(prepared)
+    out = keep_last_turn(given_list, messages, "anthropic")
+    assert len(validate(out, "anthropic")) <= len(validate(prepared, "anthropic"))
+    assert out is given_list or out[-1] is messages[-1]  # unchanged, or ending in the client's own turn
