@@ -25,7 +25,11 @@ from toolkeep.shorten import CCR_MARKER_RE
 from toolkeep.steps import iter_results
 
 CONFIG = toolkeep.Config(
-    max_result_chars=6_000, turn_budget_chars=20_000, default_tool_cap=10_000, cap_head_chars=3_000
+    max_result_chars=6_000,
+    turn_budget_chars=20_000,
+    default_tool_cap=10_000,
+    cap_head_chars=3_000,
+    cap_tail_chars=1_000,
 )
 """Small limits, so that a short session reaches every tier."""
 

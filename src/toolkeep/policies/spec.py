@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..config import Config
+from ..config import Config, ToolCap
 from ..steps import Microcompactor, ResultBudget, Step, ToolCaps, repair_pairing, restore_originals
 
 __all__ = ["spec_steps"]
@@ -24,6 +24,11 @@ def spec_steps(config: Config) -> list[Step]:
             turn_budget_chars=config.turn_budget_chars,
             head=config.preview_head_chars,
             tail=config.preview_tail_chars,
+            limits={
+                name: cap.max_result_chars
+                for name, cap in config.tool_caps.items()
+                if isinstance(cap, ToolCap) and cap.max_result_chars is not None
+            },
         ),
         Microcompactor(
             truncate_turns=config.truncate_turns,

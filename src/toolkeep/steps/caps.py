@@ -1,10 +1,12 @@
-"""Per-tool caps (SPEC 3): a result over its tool's cap keeps a plain head and tail."""
+"""Per-tool caps (SPEC 3): a result over its tool's cap keeps a plain head and tail, and never more
+chars than the cap, the marker included."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
-from ..config import DEFAULT_TOOL_CAPS
+from ..config import DEFAULT_TOOL_CAPS, MIN_TOOL_CAP, ToolCap
+from ..exceptions import ConfigError
 from ..messages import History, ToolResultPart
 from ..shorten import cap_form, carried_keys
 from ._context import Step, StepContext, iter_results, replace_results
@@ -13,9 +15,13 @@ __all__ = ["ToolCaps"]
 
 
 class ToolCaps(Step):
-    """Cut results over their tool's cap to ``head`` + ``[TRUNCATED N chars omitted, M kept]`` + ``tail``.
+    """Cut results over their tool's cap to ``head`` + ``[TRUNCATED N chars omitted, M kept]`` + ``tail``,
+    at most the cap long in all.
 
-    The full output is archived and persisted first, and the marker line names both ways back.
+    ``caps`` maps tool names (compared case-insensitively) to a cap or a
+    :class:`~toolkeep.ToolCap`; other tools get ``default``. ``head`` and ``tail`` are the most
+    of each a cut keeps where the tool's own setting gives none; ``None``: they fill the cap. The
+    full output is archived and persisted first, and the marker line names both ways back.
 
         >>> ToolCaps(default=30_000, caps={"read": 80_000}).cap_for("Read")
         80000
@@ -27,32 +33,46 @@ class ToolCaps(Step):
         self,
         *,
         default: int = 30_000,
-        caps: Mapping[str, int] = DEFAULT_TOOL_CAPS,
-        head: int = 5_000,
-        tail: int = 1_000,
+        caps: Mapping[str, int | ToolCap] = DEFAULT_TOOL_CAPS,
+        head: int | None = None,
+        tail: int | None = None,
     ) -> None:
-        self.default = default
-        self.caps = {name.lower(): cap for name, cap in caps.items()}
+        if not isinstance(default, int) or isinstance(default, bool) or default < MIN_TOOL_CAP:
+            raise ConfigError(
+                f"a default tool cap must be a whole number of at least {MIN_TOOL_CAP}, got {default!r}"
+            )
+        self.default = ToolCap(default)
+        self.caps = {name.lower(): ToolCap.of(cap, f"caps[{name!r}]") for name, cap in caps.items()}
         self.head = head
         self.tail = tail
 
-    def cap_for(self, tool_name: str | None) -> int:
-        """The cap of a tool (names compare case-insensitively)."""
+    def setting_for(self, tool_name: str | None) -> ToolCap:
+        """The settings of a tool: its own, else the default."""
         return self.caps.get((tool_name or "").lower(), self.default)
 
-    def cut(self, p: ToolResultPart, ctx: StepContext) -> ToolResultPart | None:
-        """The capped form of one result, or ``None`` when it is within its cap."""
+    def cap_for(self, tool_name: str | None) -> int:
+        """The cap of a tool (names compare case-insensitively)."""
+        return self.setting_for(tool_name).cap
+
+    def cut(
+        self, p: ToolResultPart, ctx: StepContext, setting: ToolCap | None = None
+    ) -> ToolResultPart | None:
+        """The capped form of one result (under ``setting``, default its tool's), or ``None``
+        when it is within the cap or already shorter than the cut would be."""
+        setting = setting or self.setting_for(p.name)
         original = p.full_text
-        if len(original) <= self.cap_for(p.name):
+        if len(original) <= setting.cap:
             return None
         key = ctx.archive(original)
         path, error = ctx.persist(p.call_id, original)
         keys = ([key] if key else []) + carried_keys(original)
         # say why nothing is saved when saving failed (not in a run without a workspace at all)
         failed = error if ctx.workspace is not None else None
-        text = cap_form(original, self.head, self.tail, keys=keys, path=path, save_error=failed)
+        head = setting.head if setting.head is not None else self.head
+        tail = setting.tail if setting.tail is not None else self.tail
+        text = cap_form(original, head, tail, keys=keys, path=path, save_error=failed, cap=setting.cap)
         if text != p.text and len(text) >= len(p.text):
-            return None
+            return None  # already shorter (a cut made where it entered, under a smaller cap)
         return p.with_text(text, key=key or p.key, saved_path=path, save_error=error)
 
     def __call__(self, history: History, ctx: StepContext) -> History:
