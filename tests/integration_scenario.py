@@ -161,6 +161,18 @@ def check_session(seen: Seen, repaired: str = toolkeep.MISSING_RESULT_TEXT) -> N
     assert seen.last_texts[-1] == module_source("src/mod1.py")  # recalled, byte-exact
 
 
+def starting_messages(format: str) -> list[Any]:
+    """The history the session starts from, as plain dicts of ``format`` (anthropic or
+    openai-chat): the first prompt, a call left without its result, the user carrying on."""
+    if format == "anthropic":
+        call: dict[str, Any] = {"role": "assistant", "content": [
+            {"type": "tool_use", "id": INTERRUPTED_ID, "name": "read", "input": {"path": "x"}}]}  # fmt: skip
+    else:
+        call = {"role": "assistant", "content": None, "tool_calls": [
+            {"id": INTERRUPTED_ID, "type": "function", "function": {"name": "read", "arguments": "{}"}}]}  # fmt: skip
+    return [{"role": "user", "content": FIRST_PROMPT}, call, {"role": "user", "content": RESUME_PROMPT}]
+
+
 # --------------------------------------------------------- the scripted model's answers as JSON
 
 
