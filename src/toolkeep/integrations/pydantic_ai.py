@@ -9,7 +9,9 @@
         agent = Agent(model, tools=[...], capabilities=history.capabilities())
 
 ``history.capabilities()`` is one capability that prepares each model request and brings the
-``recall``/``read_result`` toolset; the run's own history keeps every result whole. As a plain
+``recall``/``read_result`` toolset; the run's own history keeps every result whole, but for a
+tool that declares its own cap (``@toolkeep.result_cap(N)`` on a function tool of the agent):
+its output is cut to at most ``N`` chars as it enters the history, the original archived first. As a plain
 history processor, ``capabilities=[ProcessHistory(history)]`` needs the toolset given too
 (``toolsets=[history.toolset()]``): a processor cannot bring tools, and without them the model
 would get ``<<ccr:KEY>>`` markers and no ``recall`` tool to follow them (pydantic-ai answers its
@@ -40,6 +42,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..config import Config
+from ..dispatch import declared_cap
 from ..exceptions import ConfigError
 from ..formats._base import Format, FormatRules, Violation, changed_arguments, results_in_next_user
 from ..formats.anthropic import AnthropicFormat
@@ -54,7 +57,7 @@ require("pydantic_ai", "pydantic-ai", "toolkeep's pydantic-ai history processor"
 from pydantic_ai import messages as pa  # noqa: E402
 from pydantic_ai.capabilities import AbstractCapability  # noqa: E402
 from pydantic_ai.models import ModelRequestContext  # noqa: E402
-from pydantic_ai.tools import RunContext, Tool  # noqa: E402
+from pydantic_ai.tools import RunContext, Tool, ToolDefinition  # noqa: E402
 from pydantic_ai.toolsets import FunctionToolset  # noqa: E402
 
 __all__ = ["FORMAT", "PydanticAIFormat", "ToolkeepCapability", "ToolkeepHistory"]
@@ -151,6 +154,16 @@ class PydanticAIFormat(Format):
         return _STRICTEST.validate(history)
 
 
+def _declared(ctx: RunContext[Any], name: str) -> int | None:
+    """The cap the agent's function tool ``name`` declares with :func:`toolkeep.result_cap`."""
+    agent = ctx.agent
+    for toolset in agent.toolsets if agent is not None else ():
+        tool = toolset.tools.get(name) if isinstance(toolset, FunctionToolset) else None
+        if tool is not None:
+            return declared_cap(tool.function)
+    return None
+
+
 _STRICTEST = AnthropicFormat()
 FORMAT = PydanticAIFormat()
 """The format instance to pass as ``Session.prepare(messages, format=FORMAT)``."""
@@ -232,6 +245,15 @@ class ToolkeepCapability(AbstractCapability[Any]):
 
     def get_toolset(self) -> FunctionToolset[Any]:
         return self.history.toolset()
+
+    async def after_tool_execute(
+        self, ctx: RunContext[Any], *, call: pa.ToolCallPart, tool_def: ToolDefinition, args: Any, result: Any
+    ) -> Any:
+        """A function tool's text output, cut to the cap the function declares (if any)."""
+        cap = _declared(ctx, tool_def.name)
+        if cap is None or not isinstance(result, str):
+            return result
+        return self.history.session.cap_result(call.tool_call_id, tool_def.name, result, cap=cap)
 
     @classmethod
     def get_serialization_name(cls) -> str | None:
