@@ -169,6 +169,18 @@ class TestInPipeline:
         assert report.persisted == 1
         assert "... [35,000 chars omitted -- full output saved to " in text_of(out)
 
+    def test_a_cut_the_preview_replaces_is_not_made(self, session: Session) -> None:
+        """A grep of 40,000 over a 30,000 cap over the 20,000 limit: the budget previews the
+        original, so the caps step leaves it (one cut, one save); with a head set, the cap form
+        is short and under the limit, so it is the one sent."""
+        out, report = session.prepare(anthropic_turns(("t1", "grep", "g" * 40_000)))
+        assert [c.kind for c in report.cuts] == ["persisted"]
+        with Session(Config(cap_head_chars=300, cap_tail_chars=100)) as own:
+            out, report = own.prepare(anthropic_turns(("t1", "grep", "g" * 40_000)))
+        assert [c.kind for c in report.cuts] == ["capped"] and text_of(out).startswith(
+            "g" * 300 + "\n\n[TRUNCATED "
+        )
+
     def test_a_plain_int_cap_keeps_the_global_limit(self, session: Session) -> None:
         """``tool_caps={"read": 100_000}`` sets the cap alone; ToolCap also sets read's limit."""
         h = anthropic_turns(("t1", "read", "r" * 50_000))

@@ -4,12 +4,16 @@ chars than the cap, the marker included."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from ..config import DEFAULT_TOOL_CAPS, MIN_TOOL_CAP, ToolCap
 from ..exceptions import ConfigError
 from ..messages import History, ToolResultPart
 from ..shorten import cap_form, carried_keys
 from ._context import Step, StepContext, iter_results, replace_results
+
+if TYPE_CHECKING:
+    from .budget import ResultBudget
 
 __all__ = ["ToolCaps"]
 
@@ -22,6 +26,10 @@ class ToolCaps(Step):
     :class:`~toolkeep.ToolCap`; other tools get ``default``. ``head`` and ``tail`` are the most
     of each a cut keeps where the tool's own setting gives none; ``None``: they fill the cap. The
     full output is archived and persisted first, and the marker line names both ways back.
+
+    ``budget`` is the :class:`~toolkeep.ResultBudget` that runs next, if any: a result whose cut
+    would fill a cap over the budget's per-result limit is left to it, since its preview (made
+    from the original) replaces the cut anyway; the result is then cut and saved once.
 
         >>> ToolCaps(default=30_000, caps={"read": 80_000}).cap_for("Read")
         80000
@@ -36,6 +44,7 @@ class ToolCaps(Step):
         caps: Mapping[str, int | ToolCap] = DEFAULT_TOOL_CAPS,
         head: int | None = None,
         tail: int | None = None,
+        budget: ResultBudget | None = None,
     ) -> None:
         if not isinstance(default, int) or isinstance(default, bool) or default < MIN_TOOL_CAP:
             raise ConfigError(
@@ -45,6 +54,7 @@ class ToolCaps(Step):
         self.caps = {name.lower(): ToolCap.of(cap, f"caps[{name!r}]") for name, cap in caps.items()}
         self.head = head
         self.tail = tail
+        self.budget = budget
 
     def setting_for(self, tool_name: str | None) -> ToolCap:
         """The settings of a tool: its own, else the default."""
@@ -75,12 +85,26 @@ class ToolCaps(Step):
             return None  # already shorter (a cut made where it entered, under a smaller cap)
         return p.with_text(text, key=key or p.key, saved_path=path, save_error=error)
 
+    def left_to_budget(self, p: ToolResultPart) -> bool:
+        """True when the budget that follows previews what this step would cut: a cut that fills
+        a cap over the tool's per-result limit, of an original the preview shortens."""
+        budget = self.budget
+        if budget is None:
+            return False
+        setting = self.setting_for(p.name)
+        fills = (setting.head if setting.head is not None else self.head) is None and (
+            setting.tail if setting.tail is not None else self.tail
+        ) is None
+        return (
+            fills and setting.cap > budget.limit_for(p.name) and len(p.full_text) > budget.head + budget.tail
+        )
+
     def __call__(self, history: History, ctx: StepContext) -> History:
         updates: dict[tuple[int, int], ToolResultPart] = {}
         for slot in iter_results(history):
             p = slot.result
-            if len(p.full_text) <= self.cap_for(p.name):
-                continue  # within its cap: nothing to look up
+            if len(p.full_text) <= self.cap_for(p.name) or self.left_to_budget(p):
+                continue  # within its cap, or the budget's preview will replace the cut
             new = ctx.remembered("caps", p, self.cut, p, ctx)
             if new is not None:
                 updates[(slot.message, slot.part)] = new
