@@ -203,3 +203,23 @@ def test_a_cap_below_the_marker_is_refused(tmp_path: Path) -> None:
         toolkeep.result_cap(99)
     with pytest.raises(toolkeep.ConfigError):
         Config(default_tool_cap=99)
+
+
+@property_settings(40)
+@given(
+    text=outputs(),
+    cap=caps,
+    path=st.text(st.characters(codec="ascii", exclude_characters="]\n"), min_size=1, max_size=300),
+)
+def test_without_a_key_the_path_is_the_way_back(text: str, cap: int, path: str) -> None:
+    """An archive that refused the original leaves the saved path as the only way back: the
+    form names it within the cap, or refuses (ValueError) when it cannot, never a cut with no
+    way back."""
+    assume(len(text) > cap)
+    try:
+        form = cap_form(text, None, None, keys=[], path=path, cap=cap)
+    except ValueError:
+        frame = len("\n\n[TRUNCATED  chars omitted,  kept]\n\n") + 2 * len(str(len(text)))
+        assert frame + len(f" [full output saved to {path}]") > cap
+        return
+    assert len(form) <= cap and f"[full output saved to {path}]" in form

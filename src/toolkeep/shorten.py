@@ -132,8 +132,10 @@ def cap_form(
     With ``cap``, the form is at most ``cap`` chars long, everything included: the marker line
     and the first key always (the way back), then the saved path, the save note and the other
     keys while they take at most half the cap, and head and tail in what is left (each at most
-    ``head``/``tail``; ``None``: they fill it, the head five sixths). ``cap`` must leave room for
-    the marker line and the first key (:data:`toolkeep.config.MIN_TOOL_CAP` does for any text).
+    ``head``/``tail``; ``None``: they fill it, the head five sixths). Without a key, the path is
+    the way back that must fit, else the note that nothing was saved. :class:`ValueError` when
+    ``cap`` leaves no room for that and the marker line (:data:`toolkeep.config.MIN_TOOL_CAP`
+    always does for a key or the note).
 
         >>> form = cap_form("x" * 10_000, None, None, keys=["0123456789abcdef"], cap=100)
         >>> len(form) <= 100, form[:4], form.count("<<ccr:0123456789abcdef>>")
@@ -182,18 +184,25 @@ def _one_line(text: str) -> str:
 def _fit_notes(
     size: int, cap: int, keys: list[str], path: str | None, save_error: str | None
 ) -> tuple[list[str], int]:
-    """The notes of a cap form of a ``size``-char text that fit ``cap``, and the room left."""
+    """The notes of a cap form of a ``size``-char text that fit ``cap``, and the room left.
+
+    One way back is required: the first key, else the saved path, else the note that nothing
+    was saved (with its reason if that fits). Raises :class:`ValueError` when it does not fit."""
     frame = len("\n\n[TRUNCATED  chars omitted,  kept]\n\n") + 2 * len(str(size))  # counts at their longest
     notes = _cap_notes(keys, path, save_error)
-    required = {" " + marker(keys[0])} if keys else set()
-    if not keys and not path and save_error:  # nothing leads back: say so, with the reason if it fits
-        full = notes[0]
-        required.add(full if frame + len(full) <= cap // 2 else _UNSAVED)
-        notes[0] = next(iter(required))
-    used = frame + sum(map(len, required))
+    if keys:
+        required = " " + marker(keys[0])
+    elif path:
+        required = f" [full output saved to {path}]"
+    elif save_error:  # nothing leads back: say so, with the reason if it fits
+        required = notes[0] if frame + len(notes[0]) <= cap // 2 else _UNSAVED
+        notes[0] = required
+    else:
+        required = ""  # a pure run (no store, no workspace): there is no way back to name
+    used = frame + len(required)
     if used > cap:
         raise ValueError(f"a cap of {cap} leaves no room for the marker of a {size}-char result")
-    chosen = set(required)
+    chosen = {required}
     for note in notes:
         if note not in chosen and used + len(note) <= cap // 2:
             chosen.add(note)

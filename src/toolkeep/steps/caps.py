@@ -80,7 +80,10 @@ class ToolCaps(Step):
         failed = error if ctx.workspace is not None else None
         head = setting.head if setting.head is not None else self.head
         tail = setting.tail if setting.tail is not None else self.tail
-        text = cap_form(original, head, tail, keys=keys, path=path, save_error=failed, cap=setting.cap)
+        try:
+            text = cap_form(original, head, tail, keys=keys, path=path, save_error=failed, cap=setting.cap)
+        except ValueError:  # no key (the archive refused it) and a path longer than the cap
+            return None  # kept whole rather than cut with no way back named
         if text != p.text and len(text) >= len(p.text):
             return None  # already shorter (a cut made where it entered, under a smaller cap)
         return p.with_text(text, key=key or p.key, saved_path=path, save_error=error)
