@@ -197,3 +197,15 @@ class TestInPipeline:
         once, _ = session.prepare(h)
         twice, _ = session.prepare(once)
         assert twice == once
+
+    def test_the_seed_policy_keeps_chatclis_shape(self) -> None:
+        """``policy="seed"`` reproduces ChatCLI: 5,000 + 1,000 chars around the marker whatever
+        the cap, under the per-result limit, so the budget leaves it."""
+        text = "".join(chr(0x4E00 + i % 500) for i in range(40_000))
+        with Session(Config(policy="seed")) as seed:
+            out, report = seed.prepare(anthropic_turns(("t1", "grep", text)))
+        sent = text_of(out)
+        (m,) = CAP_LINE.finditer(sent)
+        assert sent[: m.start()] == text[:5_000] and sent[m.end() :] == text[-1_000:]
+        assert (int(m.group(1)), int(m.group(2))) == (34_000, 6_000)
+        assert [c.kind for c in report.cuts] == ["capped"]
