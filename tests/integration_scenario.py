@@ -25,7 +25,11 @@ from toolkeep.shorten import CCR_MARKER_RE
 from toolkeep.steps import iter_results
 
 CONFIG = toolkeep.Config(
-    max_result_chars=6_000, turn_budget_chars=20_000, default_tool_cap=10_000, cap_head_chars=3_000
+    max_result_chars=6_000,
+    turn_budget_chars=20_000,
+    default_tool_cap=10_000,
+    cap_head_chars=3_000,
+    cap_tail_chars=1_000,
 )
 """Small limits, so that a short session reaches every tier."""
 
@@ -155,6 +159,18 @@ def check_session(seen: Seen, repaired: str = toolkeep.MISSING_RESULT_TEXT) -> N
     assert "chars omitted from old tool result" in shown  # an old module, truncated
     assert "[Old tool result cleared -- " in shown  # an older one, summarized
     assert seen.last_texts[-1] == module_source("src/mod1.py")  # recalled, byte-exact
+
+
+def starting_messages(format: str) -> list[Any]:
+    """The history the session starts from, as plain dicts of ``format`` (anthropic or
+    openai-chat): the first prompt, a call left without its result, the user carrying on."""
+    if format == "anthropic":
+        call: dict[str, Any] = {"role": "assistant", "content": [
+            {"type": "tool_use", "id": INTERRUPTED_ID, "name": "read", "input": {"path": "x"}}]}  # fmt: skip
+    else:
+        call = {"role": "assistant", "content": None, "tool_calls": [
+            {"id": INTERRUPTED_ID, "type": "function", "function": {"name": "read", "arguments": "{}"}}]}  # fmt: skip
+    return [{"role": "user", "content": FIRST_PROMPT}, call, {"role": "user", "content": RESUME_PROMPT}]
 
 
 # --------------------------------------------------------- the scripted model's answers as JSON

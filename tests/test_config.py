@@ -25,7 +25,7 @@ class TestDefaults:
     def test_spec_defaults(self) -> None:
         """Every number of SPEC 3, 4, 6 and 9 is the default."""
         c = Config()
-        assert (c.default_tool_cap, c.cap_head_chars, c.cap_tail_chars) == (30_000, 5_000, 1_000)
+        assert (c.default_tool_cap, c.cap_head_chars, c.cap_tail_chars) == (30_000, None, None)
         assert (c.max_result_chars, c.turn_budget_chars) == (20_000, 200_000)
         assert (c.preview_head_chars, c.preview_tail_chars) == (4_000, 1_000)
         assert (c.truncate_turns, c.summarize_turns, c.compact_min_chars) == (2, 4, 3_000)

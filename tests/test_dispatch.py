@@ -11,13 +11,19 @@ from toolkeep.shorten import CCR_MARKER_RE
 
 
 def test_cap_result_cuts_over_the_tools_cap_and_keeps_the_way_back(tmp_path: Path) -> None:
-    """A 40,000-char bash output keeps 5,000 + 1,000 chars; the marker's key recalls all of it."""
+    """A 40,000-char bash output is cut to its 30,000 cap, marker included, the head five sixths of
+    what is kept; the marker's key recalls all of it."""
     text = "".join(f"{n:05d}\n" for n in range(6_700))[:40_000]
     with toolkeep.Session(toolkeep.Config(), workspace=tmp_path) as session:
         capped = session.cap_result("call_1", "bash", text)
-        assert capped.startswith(text[:5_000])
-        assert capped.endswith(text[-1_000:])
-        assert "[TRUNCATED 34000 chars omitted, 6000 kept]" in capped
+        assert len(capped) == 30_000
+        head, _, tail = capped.partition("\n\n[TRUNCATED ")
+        tail = tail.split("\n\n", 1)[1]
+        assert text.startswith(head) and text.endswith(tail) and 24_500 < len(head) < 25_000
+        assert (
+            f"[TRUNCATED {40_000 - len(head) - len(tail)} chars omitted, {len(head) + len(tail)} kept]"
+            in capped
+        )
         key = CCR_MARKER_RE.search(capped)
         assert key is not None and session.recall(key.group(1)) == text
 
@@ -38,13 +44,14 @@ def test_declared_cap_overrides_the_configured_one(tmp_path: Path) -> None:
     assert toolkeep.declared_cap(read) == 10_000
     with toolkeep.Session(toolkeep.Config(), workspace=tmp_path) as session:
         capped = session.cap_result("c", "read", read("f"), cap=toolkeep.declared_cap(read))
-    assert "[TRUNCATED 34000 chars omitted, 6000 kept]" in capped
+    assert "[TRUNCATED " in capped and len(capped) == 10_000
 
 
 def test_prepare_keeps_a_result_capped_at_entry_as_it_is(tmp_path: Path) -> None:
-    """A history holding a result capped at entry prepares to the same capped text (no double cut)."""
+    """A history holding a result capped at entry (under a tool's own cap, smaller than the
+    config's) prepares to the same capped text: the original is known, but not put back."""
     with toolkeep.Session(toolkeep.Config(), workspace=tmp_path) as session:
-        capped = session.cap_result("t1", "bash", "q" * 50_000)
+        capped = session.cap_result("t1", "bash", "q" * 50_000, cap=5_000)
         history = [
             {"role": "user", "content": "go"},
             {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "bash", "input": {}}]},

@@ -101,6 +101,37 @@ class TestHistoryProcessor:
         assert str(returns["call_0"]).startswith("[Old tool result cleared -- ")
         assert not workspace.exists()
 
+    def test_process_history_without_the_toolset_refuses_to_send_markers(self) -> None:
+        """``ProcessHistory(history)`` with no recall toolset: the request that would carry the
+        first shortened result raises ConfigError (the model would get markers and no recall
+        tool, and pydantic-ai would answer its call with "Unknown tool name: 'recall'")."""
+        seen = scenario.Seen()
+        with ToolkeepHistory(config=scenario.CONFIG) as history:
+            agent = Agent(
+                scripted_model(seen),
+                tools=[scenario.read, scenario.fetch],
+                capabilities=[ProcessHistory(history)],
+            )
+            with pytest.raises(toolkeep.ConfigError, match=r"toolsets=\[history.toolset\(\)\]"):
+                agent.run_sync(scenario.RESUME_PROMPT, message_history=starting_history())
+        assert history.report is not None and history.report.cuts  # it did have something to cut
+        assert seen.requests >= 1  # the requests before that went through
+
+    def test_process_history_with_recall_given_elsewhere(self) -> None:
+        """``recall_given=True``: the caller answers recall itself; nothing is refused."""
+        seen = scenario.Seen()
+        with toolkeep.Session(scenario.CONFIG) as session:
+            history = ToolkeepHistory(session, recall_given=True)
+            recall = ToolkeepHistory(session).toolset()  # recall answered by another object
+            agent = Agent(
+                scripted_model(seen),
+                tools=[scenario.read, scenario.fetch],
+                toolsets=[recall],
+                capabilities=[ProcessHistory(history)],
+            )
+            result = agent.run_sync(scenario.RESUME_PROMPT, message_history=starting_history())
+        assert result.output == scenario.FINAL_TEXT
+
     def test_without_processor_request_is_over_budget(self) -> None:
         """Control: without toolkeep the model is sent the whole fetched page, over the budget."""
         seen = scenario.Seen()

@@ -12,7 +12,7 @@ from __future__ import annotations
 from importlib.metadata import PackageNotFoundError, version
 
 from . import recall
-from .config import Config, Economy
+from .config import Config, Economy, ToolCap
 from .content_type import detect_content_type
 from .dispatch import declared_cap, result_cap
 from .exceptions import (
@@ -78,6 +78,7 @@ __all__ = [
     "StoreError",
     "TextPart",
     "ToolCallPart",
+    "ToolCap",
     "ToolCaps",
     "ToolResultPart",
     "ToolkeepError",

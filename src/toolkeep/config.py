@@ -21,10 +21,76 @@ from typing import Any
 from .exceptions import ConfigError
 from .pricing import Pricing, parse_pricing
 
-__all__ = ["DEFAULT_PRESERVE_TOOLS", "DEFAULT_TOOL_CAPS", "ENV_VARIABLES", "Config", "Economy"]
+__all__ = [
+    "DEFAULT_PRESERVE_TOOLS",
+    "DEFAULT_TOOL_CAPS",
+    "ENV_VARIABLES",
+    "MIN_TOOL_CAP",
+    "Config",
+    "Economy",
+    "ToolCap",
+]
 
-DEFAULT_TOOL_CAPS: Mapping[str, int] = MappingProxyType({"read": 80_000, "search": 60_000, "tree": 50_000})
-"""Per-tool caps by tool name (compared case-insensitively); other tools get ``default_tool_cap``."""
+MIN_TOOL_CAP = 100
+"""The smallest cap: room for the ``[TRUNCATED N chars omitted, M kept]`` line and the archive
+marker of any result, with some of its head and tail."""
+
+
+def _check_chars(what: str, value: object, least: int) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or value < least:
+        kind = "a whole number" if least <= 0 else f"a whole number of at least {least}"
+        raise ConfigError(f"{what} must be {kind}, got {value!r}")
+
+
+@dataclass(frozen=True)
+class ToolCap:
+    """One tool's settings: its cap and, optionally, the shape of its cut and its per-result limit.
+
+    ``cap`` is the most chars the tool's result keeps, the ``[TRUNCATED ...]`` line, the way back
+    and any note included: a longer result keeps a head and a tail that fill the rest. ``head``
+    and ``tail`` (``None``: the config's ``cap_head_chars``/``cap_tail_chars``) are the most of
+    each kept; where they are ``None`` too, head and tail fill the cap, the head five sixths of
+    it. ``max_result_chars`` (``None``: the config's) is the per-result limit for this tool's
+    results in ``prepare``: over it, a result becomes the budget's preview.
+
+        >>> ToolCap(1_000).cap, ToolCap(80_000, max_result_chars=80_000).max_result_chars
+        (1000, 80000)
+    """
+
+    cap: int
+    head: int | None = None
+    tail: int | None = None
+    max_result_chars: int | None = None
+
+    def __post_init__(self) -> None:
+        _check_chars("a tool cap", self.cap, MIN_TOOL_CAP)
+        for name in ("head", "tail"):
+            if getattr(self, name) is not None:
+                _check_chars(f"a tool cap's {name}", getattr(self, name), 0)
+        if self.max_result_chars is not None:
+            _check_chars("a tool cap's max_result_chars", self.max_result_chars, 1)
+
+    @classmethod
+    def of(cls, value: int | ToolCap, what: str = "a tool cap") -> ToolCap:
+        """``value`` as a :class:`ToolCap` (a plain ``int`` is the cap alone)."""
+        if isinstance(value, ToolCap):
+            return value
+        if not isinstance(value, int) or isinstance(value, bool) or value < MIN_TOOL_CAP:
+            raise ConfigError(
+                f"{what} must be a ToolCap or a whole number of at least {MIN_TOOL_CAP}, got {value!r}"
+            )
+        return cls(value)
+
+
+DEFAULT_TOOL_CAPS: Mapping[str, ToolCap] = MappingProxyType(
+    {"read": ToolCap(80_000), "search": ToolCap(60_000), "tree": ToolCap(50_000)}
+)
+"""Per-tool settings by tool name (compared case-insensitively); other tools get
+``default_tool_cap``. They leave the per-result limit (``max_result_chars``, 20,000) to the
+config, as SPEC 4 has it, so in ``prepare`` a result over 20,000 becomes the budget's preview
+whatever its cap: these caps bind what enters a history (``Session.cap_result``, ``ToolLoop``),
+and what the model sees only with ``ToolCap(80_000, max_result_chars=80_000)`` or a larger
+``max_result_chars``."""
 
 DEFAULT_PRESERVE_TOOLS: frozenset[str] = frozenset(
     {
@@ -138,9 +204,15 @@ class Config:
 
     # SPEC 3: per-tool caps
     default_tool_cap: int = 30_000
-    tool_caps: Mapping[str, int] = field(default_factory=lambda: DEFAULT_TOOL_CAPS)
-    cap_head_chars: int = 5_000
-    cap_tail_chars: int = 1_000
+    """The cap of tools ``tool_caps`` does not name: the most chars a result keeps, its marker
+    included (at least :data:`MIN_TOOL_CAP`)."""
+    tool_caps: Mapping[str, int | ToolCap] = field(default_factory=lambda: DEFAULT_TOOL_CAPS)
+    """Per-tool caps by name: a plain ``int`` (the cap) or a :class:`ToolCap`; read back as
+    ``ToolCap`` s."""
+    cap_head_chars: int | None = None
+    cap_tail_chars: int | None = None
+    """The most head and tail a capped result keeps; ``None``: they fill the cap (the head five
+    sixths of what the marker leaves). Either way the cut is never longer than the cap."""
     # SPEC 4: budget
     max_result_chars: int = 20_000
     turn_budget_chars: int = 200_000
@@ -204,11 +276,15 @@ class Config:
                 f"summarize_turns ({self.summarize_turns}) must not be smaller than "
                 f"truncate_turns ({self.truncate_turns})"
             )
-        caps: dict[str, int] = {}
-        for name, cap in dict(self.tool_caps).items():
-            if not isinstance(cap, int) or isinstance(cap, bool) or cap < 1:
-                raise ConfigError(f"tool_caps[{name!r}] must be a positive integer, got {cap!r}")
-            caps[str(name).lower()] = cap
+        _check_chars("default_tool_cap", self.default_tool_cap, MIN_TOOL_CAP)
+        for name in ("cap_head_chars", "cap_tail_chars"):
+            if getattr(self, name) is not None:
+                _check_chars(name, getattr(self, name), 0)
+        if not isinstance(self.tool_caps, Mapping):
+            raise ConfigError(f"tool_caps must be a mapping of tool names, got {self.tool_caps!r}")
+        caps = {
+            str(name).lower(): ToolCap.of(cap, f"tool_caps[{name!r}]") for name, cap in self.tool_caps.items()
+        }
         object.__setattr__(self, "tool_caps", MappingProxyType(caps))
         object.__setattr__(self, "preserve_tools", frozenset(str(n).lower() for n in self.preserve_tools))
         object.__setattr__(self, "recall_tools", frozenset(str(n).lower() for n in self.recall_tools))
@@ -217,9 +293,24 @@ class Config:
 
     def cap_for(self, tool_name: str | None) -> int:
         """The per-tool cap that applies to a tool's results."""
-        if tool_name is None:
-            return self.default_tool_cap
-        return self.tool_caps.get(tool_name.lower(), self.default_tool_cap)
+        return self.tool_cap(tool_name).cap
+
+    def tool_cap(self, tool_name: str | None) -> ToolCap:
+        """Every setting of a tool, resolved: its cap, head, tail and per-result limit.
+
+        >>> Config(tool_caps={"grep": 1_000}).tool_cap("Grep")
+        ToolCap(cap=1000, head=None, tail=None, max_result_chars=20000)
+        """
+        own = self.tool_caps.get((tool_name or "").lower()) if tool_name is not None else None
+        if own is None:
+            own = ToolCap(self.default_tool_cap)
+        assert isinstance(own, ToolCap)  # normalised in __post_init__
+        return ToolCap(
+            own.cap,
+            own.head if own.head is not None else self.cap_head_chars,
+            own.tail if own.tail is not None else self.cap_tail_chars,
+            own.max_result_chars if own.max_result_chars is not None else self.max_result_chars,
+        )
 
     def replace(self, **changes: Any) -> Config:
         """A copy with some values changed (validated again)."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from .config import MIN_TOOL_CAP
 from .exceptions import ConfigError
 
 __all__ = ["declared_cap", "result_cap"]
@@ -23,9 +24,12 @@ _ATTRIBUTE = "toolkeep_result_cap"
 
 
 def result_cap(chars: int) -> Callable[[F], F]:
-    """Declare the most chars of output a tool's result may keep when it enters the history."""
-    if not isinstance(chars, int) or isinstance(chars, bool) or chars < 1:
-        raise ConfigError(f"result_cap takes a positive whole number of chars, got {chars!r}")
+    """Declare the most chars a tool's result may keep when it enters the history, its marker
+    included (at least :data:`~toolkeep.config.MIN_TOOL_CAP`, which the marker needs)."""
+    if not isinstance(chars, int) or isinstance(chars, bool) or chars < MIN_TOOL_CAP:
+        raise ConfigError(
+            f"result_cap takes a whole number of chars of at least {MIN_TOOL_CAP}, got {chars!r}"
+        )
 
     def mark(tool: F) -> F:
         setattr(tool, _ATTRIBUTE, chars)

@@ -15,7 +15,7 @@ from typing import Any, overload
 
 from . import engine
 from ._closing import Closing
-from .config import Config
+from .config import Config, ToolCap
 from .engine import Resolved, SessionState, common_prefix
 from .exceptions import ConfigError, FormatError, SessionClosedError
 from .formats import Format, _sdk, detect_format, get_format, resolve_format
@@ -287,27 +287,33 @@ class Session(Closing):
             self._durable_writes = PinnedWrites(self._durable, self._writes.owner)
         return self._durable
 
-    def cap_result(self, call_id: str, tool_name: str | None, text: str, *, cap: int | None = None) -> str:
-        """A tool's output as it should enter the history: within its tool's cap.
+    def cap_result(
+        self, call_id: str, tool_name: str | None, text: str, *, cap: int | ToolCap | None = None
+    ) -> str:
+        """A tool's output as it should enter the history: at most its tool's cap long.
 
         Call it where a result is produced (a tool dispatcher). Over the cap, the output keeps
-        its head and tail around ``[TRUNCATED N chars omitted, M kept]`` and the full text is
-        archived and persisted first, so the marker leads back to it. ``cap`` overrides the
-        configured cap (e.g. one the tool declares with :func:`toolkeep.result_cap`)::
+        its head and tail around ``[TRUNCATED N chars omitted, M kept]``, the whole of it never
+        longer than the cap, and the full text is archived and persisted first, so the marker
+        leads back to it. ``cap`` (chars, or a :class:`~toolkeep.ToolCap`) overrides the
+        configured setting (e.g. one the tool declares with :func:`toolkeep.result_cap`)::
 
             text = session.cap_result(call["id"], call["name"], run_tool(call))
         """
         self._check_open()
         steps = [s for s in self.steps if isinstance(s, ToolCaps)]
+        c = self.config
         caps = (
-            steps[0] if steps else ToolCaps(default=self.config.default_tool_cap, caps=self.config.tool_caps)
+            steps[0]
+            if steps
+            else ToolCaps(
+                default=c.default_tool_cap, caps=c.tool_caps, head=c.cap_head_chars, tail=c.cap_tail_chars
+            )
         )
-        if cap is not None:
-            caps = ToolCaps(default=cap, caps={}, head=caps.head, tail=caps.tail)
+        setting = caps.setting_for(tool_name) if cap is None else ToolCap.of(cap, "cap")
         # a cut reads no format: any one will do
         ctx = StepContext(get_format("anthropic"), self.config, self.workspace, self._holds_writes, Report())
-        part = ToolResultPart(call_id, text, name=tool_name)
-        capped = caps.cut(part, ctx)
+        capped = caps.cut(ToolResultPart(call_id, text, name=tool_name), ctx, setting)
         return text if capped is None else capped.text
 
     def handle_tool_call(self, name: str, arguments: Any) -> str | None:

@@ -117,24 +117,116 @@ def carried_keys(text: str) -> list[str]:
 
 def cap_form(
     text: str,
-    head: int,
-    tail: int,
+    head: int | None,
+    tail: int | None,
     *,
     keys: Iterable[str],
     path: str | None = None,
     save_error: str | None = None,
+    cap: int | None = None,
 ) -> str:
     """The per-tool cap form: plain head and tail around ``[TRUNCATED N chars omitted, M kept]``.
 
-    When the full output could not be saved, ``save_error`` says why, after the marker line."""
+    When the full output could not be saved, ``save_error`` says why, after the marker line.
+
+    With ``cap``, the form is at most ``cap`` chars long, everything included: the marker line
+    and the first key always (the way back), then the saved path, the save note and the other
+    keys while they take at most half the cap, and head and tail in what is left (each at most
+    ``head``/``tail``; ``None``: they fill it, the head five sixths). Without a key, the path is
+    the way back that must fit, else the note that nothing was saved. :class:`ValueError` when
+    ``cap`` leaves no room for that and the marker line (:data:`toolkeep.config.MIN_TOOL_CAP`
+    always does for a key or the note).
+
+        >>> form = cap_form("x" * 10_000, None, None, keys=["0123456789abcdef"], cap=100)
+        >>> len(form) <= 100, form[:4], form.count("<<ccr:0123456789abcdef>>")
+        (True, 'xxxx', 1)
+    """
+    keys = list(dict.fromkeys(keys))
+    if cap is None:
+        return _cap_text(text, head or 0, tail or 0, _cap_notes(keys, path, save_error))
+    notes, room = _fit_notes(len(text), cap, keys, path, save_error)
+    form = _cap_text(text, *_shares(room, head, tail), notes)
+    for _ in range(3):  # the counts were reckoned at their longest: give back what they did not use
+        if len(form) >= cap:
+            break
+        room += cap - len(form)
+        longer = _cap_text(text, *_shares(room, head, tail), notes)
+        if len(longer) > cap or longer == form:
+            break
+        form = longer
+    return form
+
+
+def _cap_text(text: str, head: int, tail: int, notes: list[str]) -> str:
     head_text, tail_text = text[:head], text[len(text) - tail :] if tail else ""
     omitted = len(text) - len(head_text) - len(tail_text)
     kept = head_text + tail_text
-    way = _way_back(kept, keys, [path] if path else [])
-    if path is None and save_error:
-        way = f" [full output could not be saved: {save_error}]" + way
+    way = "".join(n for n in notes if n.startswith(_UNSAVED[:-1]) or n.strip() not in kept)
     kept_n = len(head_text) + len(tail_text)
     return f"{head_text}\n\n[TRUNCATED {omitted} chars omitted, {kept_n} kept]{way}\n\n{tail_text}"
+
+
+def _cap_notes(keys: list[str], path: str | None, save_error: str | None) -> list[str]:
+    """What follows the marker line of a cap form, in order: the save note, path, keys."""
+    notes: list[str] = []
+    if path is None and save_error:
+        notes.append(f" [full output could not be saved: {_one_line(save_error)}]")
+    if path:
+        notes.append(f" [full output saved to {path}]")
+    notes += [" " + marker(k) for k in keys]
+    return notes
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _fit_notes(
+    size: int, cap: int, keys: list[str], path: str | None, save_error: str | None
+) -> tuple[list[str], int]:
+    """The notes of a cap form of a ``size``-char text that fit ``cap``, and the room left.
+
+    One way back is required: the first key, else the saved path, else the note that nothing
+    was saved (with its reason if that fits). Raises :class:`ValueError` when it does not fit."""
+    frame = len("\n\n[TRUNCATED  chars omitted,  kept]\n\n") + 2 * len(str(size))  # counts at their longest
+    notes = _cap_notes(keys, path, save_error)
+    if keys:
+        required = " " + marker(keys[0])
+    elif path:
+        required = f" [full output saved to {path}]"
+    elif save_error:  # nothing leads back: say so, with the reason if it fits
+        required = notes[0] if frame + len(notes[0]) <= cap // 2 else _UNSAVED
+        notes[0] = required
+    else:
+        required = ""  # a pure run (no store, no workspace): there is no way back to name
+    used = frame + len(required)
+    if used > cap:
+        raise ValueError(f"a cap of {cap} leaves no room for the marker of a {size}-char result")
+    chosen = {required}
+    for note in notes:
+        if note not in chosen and used + len(note) <= cap // 2:
+            chosen.add(note)
+            used += len(note)
+    return [n for n in notes if n in chosen], cap - used
+
+
+_UNSAVED = " [full output could not be saved]"
+
+
+def _shares(room: int, head: int | None, tail: int | None) -> tuple[int, int]:
+    """Head and tail sizes within ``room``: each at most what is given, ``None`` filling it."""
+    if head is None and tail is None:
+        return room - room // 6, room // 6
+    if head is None:
+        tail_n = min(tail or 0, room)
+        return room - tail_n, tail_n
+    if tail is None:
+        head_n = min(head, room)
+        return head_n, room - head_n
+    if head + tail <= room:
+        return head, tail
+    head_n = room * head // (head + tail)
+    return head_n, room - head_n
 
 
 def split_preview(text: str, head: int, tail: int) -> tuple[str, str]:

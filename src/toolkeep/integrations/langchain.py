@@ -18,7 +18,11 @@ The middleware
   checkpoint) gets the synthetic error result in the state itself, so the state stays valid
   for every later request and for whoever reads it;
 - gives the agent the ``recall`` and ``read_result`` tools (``middleware.tools``), answered from
-  the session's archive and workspace.
+  the session's archive and workspace;
+- cuts the output of a tool that declares its own cap (``@toolkeep.result_cap(N)`` on the
+  function of a ``StructuredTool``, or on the tool object) to at most ``N`` chars as it enters the
+  state (``wrap_tool_call``), the original archived first, so ``recall`` brings it back; other
+  tools' outputs enter whole and are capped in the model's view only.
 
 Needs ``pip install 'toolkeep[langchain]'`` (``langchain`` v1 and ``langchain-core``).
 """
@@ -29,6 +33,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from ..config import Config
+from ..dispatch import declared_cap
 from ..pipeline import run_pipeline
 from ..recall import langchain_tools
 from ..report import Report
@@ -40,7 +45,7 @@ require("langchain.agents", "langchain", "toolkeep's LangChain middleware")
 
 from langchain.agents.middleware import AgentMiddleware  # noqa: E402
 from langchain.agents.middleware.types import ModelRequest, ModelResponse  # noqa: E402
-from langchain_core.messages import RemoveMessage  # noqa: E402
+from langchain_core.messages import RemoveMessage, ToolMessage  # noqa: E402
 from langgraph.graph.message import REMOVE_ALL_MESSAGES  # noqa: E402
 
 __all__ = ["ToolkeepMiddleware"]
@@ -108,3 +113,25 @@ class ToolkeepMiddleware(SessionOwner, AgentMiddleware):
     ) -> ModelResponse:
         """:meth:`wrap_model_call` for ``ainvoke``/``astream``."""
         return await handler(self._prepared(request))
+
+    # ------------------------------------------------------------------ a tool's output entering
+
+    def _capped(self, request: Any, result: Any) -> Any:
+        """``result`` with its text cut to the tool's declared cap, if it declares one."""
+        tool = getattr(request, "tool", None)
+        cap = declared_cap(tool)
+        for attribute in ("func", "coroutine"):
+            cap = cap if cap is not None else declared_cap(getattr(tool, attribute, None))
+        if cap is None or not isinstance(result, ToolMessage) or not isinstance(result.content, str):
+            return result
+        name = result.name or request.tool_call.get("name")
+        text = self.session.cap_result(result.tool_call_id, name, result.content, cap=cap)
+        return result if text == result.content else result.model_copy(update={"content": text})
+
+    def wrap_tool_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+        """Run the tool; a declared cap applies to its output as it enters the state."""
+        return self._capped(request, handler(request))
+
+    async def awrap_tool_call(self, request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
+        """:meth:`wrap_tool_call` for ``ainvoke``/``astream``."""
+        return self._capped(request, await handler(request))

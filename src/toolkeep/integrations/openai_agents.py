@@ -13,6 +13,10 @@ The filter prepares the input items (OpenAI Responses format) right before each 
 model sees a valid history (an interrupted ``function_call`` gets its synthetic output) with
 results capped, budgeted and compacted, while the run's own items keep them whole.
 ``tools`` are ``recall`` and ``read_result`` as ``FunctionTool`` objects bound to the session.
+``toolkeep_filter.capped(tools)`` gives back ``tools`` with each one whose function declares its
+own cap (``@toolkeep.result_cap(N)`` under ``@function_tool``) cutting its text output to at most
+``N`` chars as it enters the run's items, the original archived first (the filter itself only
+sees model inputs); other tools' outputs enter whole and are capped in the model's view only.
 
 A run whose conversation the server keeps (``Runner.run(..., auto_previous_response_id=True)``,
 ``previous_response_id=...`` or ``conversation_id=...``) sends the model only what is new: after
@@ -30,9 +34,12 @@ Needs ``pip install 'toolkeep[openai-agents]'``.
 
 from __future__ import annotations
 
+import copy
+from collections.abc import Sequence
 from typing import Any
 
 from ..config import Config
+from ..dispatch import declared_cap
 from ..formats import Format, get_format
 from ..formats._sdk import plain_view
 from ..formats.openai_responses import OpenAIResponsesFormat, outputs_only
@@ -85,6 +92,32 @@ class ToolkeepInputFilter(SessionOwner):
         prepared, self.report = self.session.prepare(items, format=self._formats[continued])
         self.continued = continued
         return ModelInputData(input=prepared, instructions=data.model_data.instructions)
+
+    def capped(self, tools: Sequence[Any]) -> list[Any]:
+        """``tools`` with each ``FunctionTool`` whose function declares a cap
+        (:func:`toolkeep.result_cap`) replaced by a copy that cuts its text output to that cap
+        as it enters the run; every other tool as it was."""
+        return [_capped_tool(tool, self.session) for tool in tools]
+
+
+def _capped_tool(tool: Any, session: Session) -> Any:
+    if not isinstance(tool, FunctionTool):
+        return tool
+    cap = declared_cap(getattr(tool, "__wrapped__", None))
+    if cap is None:
+        return tool
+    invoke_original = tool.on_invoke_tool
+
+    async def invoke(context: Any, arguments: str) -> Any:
+        output = await invoke_original(context, arguments)
+        if not isinstance(output, str):
+            return output
+        call_id = getattr(context, "tool_call_id", None) or "result"
+        return session.cap_result(call_id, tool.name, output, cap=cap)
+
+    capped = copy.copy(tool)
+    capped.on_invoke_tool = invoke
+    return capped
 
 
 def recall_function_tools(session: Session) -> list[FunctionTool]:

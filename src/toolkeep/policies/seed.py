@@ -8,7 +8,9 @@ What differs from the default:
   from then on and never reaches the one-line summary;
 - nothing is preserved: write and execution tools and error results are cut like the others;
 - the summary names only the seed's content types (JSON, Go, Python, JavaScript, diff, git log,
-  text).
+  text);
+- a result over its tool's cap keeps ChatCLI's 5,000 + 1,000 chars around the marker whatever the
+  cap (the cap is a threshold, as in ChatCLI), where the default fills the cap.
 
 The in-place editing is reproduced as a pure function of the result's age (the tier rules are
 applied once per age, in order), so the output stays a deterministic function of the history.
@@ -20,7 +22,7 @@ from ..config import Config
 from ..content_type import detect_content_type_seed
 from ..messages import History, ToolResultPart
 from ..shorten import carried_keys, compact_form, summary_form
-from ..steps import Microcompactor, Step, StepContext, iter_results, replace_results
+from ..steps import Microcompactor, Step, StepContext, ToolCaps, iter_results, replace_results
 from .spec import spec_steps
 
 __all__ = ["SeedMicrocompactor", "seed_steps"]
@@ -99,7 +101,7 @@ class SeedMicrocompactor(Step):
 
 def seed_steps(config: Config) -> list[Step]:
     """The seed's pipeline: pairing, per-tool caps, budget, ChatCLI's microcompaction."""
-    spec = [step for step in spec_steps(config) if not isinstance(step, Microcompactor)]
+    spec = [_seed_caps(step, config) for step in spec_steps(config) if not isinstance(step, Microcompactor)]
     return [
         *spec,
         SeedMicrocompactor(
@@ -110,3 +112,13 @@ def seed_steps(config: Config) -> list[Step]:
             tail=config.compact_tail_chars,
         ),
     ]
+
+
+def _seed_caps(step: Step, config: Config) -> Step:
+    """The caps step as ChatCLI has it: head 5,000 and tail 1,000 (or the config's), every cut
+    its own, none left to the budget."""
+    if not isinstance(step, ToolCaps):
+        return step
+    head = config.cap_head_chars if config.cap_head_chars is not None else 5_000
+    tail = config.cap_tail_chars if config.cap_tail_chars is not None else 1_000
+    return ToolCaps(default=config.default_tool_cap, caps=config.tool_caps, head=head, tail=tail)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Mapping
 
 from ..messages import History, ToolResultPart
 from ..shorten import carried_keys, preview_form
@@ -14,7 +15,14 @@ __all__ = ["ResultBudget"]
 class ResultBudget(Step):
     """Replace results over ``max_result_chars`` by a head+tail preview naming the saved file,
     then, in any turn whose results still add up to more than ``turn_budget_chars``, do the same
-    to the largest results (ties: earliest first) until the turn fits."""
+    to the largest results (ties: earliest first) until the turn fits.
+
+    ``limits`` gives some tools a per-result limit of their own, by name (compared
+    case-insensitively), as :class:`~toolkeep.ToolCap` ``max_result_chars`` does:
+
+        >>> ResultBudget(limits={"read": 80_000}).limit_for("Read"), ResultBudget().limit_for("grep")
+        (80000, 20000)
+    """
 
     block_local = True
 
@@ -25,11 +33,17 @@ class ResultBudget(Step):
         turn_budget_chars: int = 200_000,
         head: int = 4_000,
         tail: int = 1_000,
+        limits: Mapping[str, int] | None = None,
     ) -> None:
         self.max_result_chars = max_result_chars
+        self.limits = {name.lower(): limit for name, limit in (limits or {}).items()}
         self.turn_budget_chars = turn_budget_chars
         self.head = head
         self.tail = tail
+
+    def limit_for(self, tool_name: str | None) -> int:
+        """The per-result limit of a tool's results."""
+        return self.limits.get((tool_name or "").lower(), self.max_result_chars)
 
     def preview(self, p: ToolResultPart, ctx: StepContext) -> ToolResultPart | None:
         """The persisted preview of one result, or ``None`` if it would not be shorter."""
@@ -55,7 +69,7 @@ class ResultBudget(Step):
         for slot in iter_results(history):
             p = slot.result
             turns[slot.block].append(slot)
-            if len(p.text) > self.max_result_chars:
+            if len(p.text) > (self.limit_for(p.name) if self.limits else self.max_result_chars):
                 new = self.memo_preview(p, ctx)
                 if new is not None:
                     ctx.report.add_cut("persisted", new, ctx.index_offset + slot.message, p.text)

@@ -11,7 +11,7 @@ import re
 from dataclasses import replace
 
 from ..messages import History, ToolResultPart
-from ..shorten import CCR_MARKER_RE, carried_keys, format_size, line_count
+from ..shorten import CCR_MARKER_RE, SAVED_PATH_RE, carried_keys, format_size, line_count
 from ._context import MISSING, StepContext, block_local, iter_results, replace_results
 
 __all__ = ["restore_originals"]
@@ -50,6 +50,12 @@ def _restored(p: ToolResultPart, ctx: StepContext) -> ToolResultPart | None:
     for key in carried_keys(p.text):
         original = ctx.lookup(key)
         if original is not None and _derived_from(p.text, original):
+            cap = _CAP.search(p.text)
+            if cap is not None and _is_form(p.text, original) and len(p.text) < len(original):
+                # a cap form stays as it is, its original known: it may have been cut where it
+                # entered the history under a smaller cap than this pipeline's (a tool's own)
+                saved = SAVED_PATH_RE.search(cap[0])
+                return replace(p, original=original, key=key, saved_path=saved[1] if saved else None)
             return replace(p, text=original, modified=True)
     return None
 
