@@ -261,6 +261,24 @@ class TestSystemMessagesAndPairing:
         assert rules(out) == []
         assert prepared(out)[0] == out
 
+    def test_empty_assistant_message_before_a_system_message(self) -> None:
+        """An interrupted (empty) assistant message between a user message emptied of orphans
+        and a system message: both go, and a ``(continue)`` user message stands before the system
+        message, which the API wants after a user message."""
+        history = [
+            user("go"),
+            assistant("thinking aloud"),
+            user(tool_result("gone")),
+            {"role": "assistant", "content": []},
+            system(),
+        ]
+        out, report = prepared(history)
+        continued = user({"type": "text", "text": "(continue)"})
+        assert out == [history[0], history[1], continued, history[4]]
+        assert ("empty_assistant_dropped", 3) in kinds(report)
+        assert rules(out) == []
+        assert prepared(out)[0] == out
+
     def test_orphan_only_message_before_a_system_message_with_results(self) -> None:
         """The same, where the block's call has its result later on: the result goes right after
         the call, the system message after it, and no ``(continue)`` is needed."""

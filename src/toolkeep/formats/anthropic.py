@@ -13,14 +13,14 @@ message (it is never taken for an orphan), and :meth:`AnthropicFormat.pack_resul
 results in the first user message after the calls' system messages, those system messages right
 after it: what the API accepts, with nothing else moved. toolkeep changes a system message in no
 other way (a blank one says ``(continue)``, as any blank text does); :meth:`AnthropicFormat.validate`
-reports the placement rules as ``system_placement`` but no step repairs them. A user message that
-held only orphan results and stands before a system message stays, saying ``(continue)``
-(:attr:`~toolkeep.formats.FormatRules.user_before_system`). Two breaches stay as the validator
-reports them: a system message between calls and results with another right after the results
-(moved, the two would stand side by side; merged, both would change), and a system message whose
-user message was emptied of orphans with an interrupted (empty) assistant message between them:
-pairing decides one turn at a time and the turn that holds the system message begins with the
-empty assistant message it drops.
+reports the placement rules as ``system_placement`` but no step repairs them. Where pairing would
+leave a system message right after an assistant message, a user message saying ``(continue)``
+stands before it (:attr:`~toolkeep.formats.FormatRules.user_before_system`): a user message that
+held only orphan results stays so, and one is put after an empty assistant message pairing drops
+when a system message came next (pairing decides turn by turn, so it cannot know whether the
+turn before ended in a user message; the API joins two in a row). One breach stays as the
+validator reports it: a system message between calls and results with another right after the
+results (moved, the two would stand side by side; merged, both would change).
 
 **Blocks toolkeep does not manage** load as :class:`~toolkeep.messages.OpaquePart` s, carried by
 reference in their place: never a call, never a result, never reordered: ``thinking`` and

@@ -379,7 +379,22 @@ def _repair_block(block: _Block, ctx: StepContext, seen: set[str]) -> list[Messa
             rest.append(m.with_parts(kept))
         elif not results and _holds_the_place_of_a_user(block, pos, ctx.format):
             rest.append(m.with_parts([TextPart(CONTINUE_TEXT)]))
+    if not results and block.assistant is not None and assistant is None:
+        rest = _user_before_system(rest, ctx.format)
     return head + (ctx.format.pack_results(results, rest) if results else rest)
+
+
+def _user_before_system(rest: list[Message], fmt: Format) -> list[Message]:
+    """``rest``, the messages after an assistant message pairing dropped, with a user message
+    saying :data:`CONTINUE_TEXT` put first when they begin with a system message, in a format
+    that wants a system message after a user message (:attr:`FormatRules.user_before_system`).
+
+    Pairing decides one turn at a time, so whether the turn before ends in a user message is not
+    known here; a user message more is always accepted (the provider joins two in a row), a
+    system message right after an assistant message never is."""
+    if fmt.rules.user_before_system and rest and rest[0].role == "system":
+        return [Message("user", (TextPart(CONTINUE_TEXT),), dirty=True), *rest]
+    return rest
 
 
 def _holds_the_place_of_a_user(block: _Block, pos: int, fmt: Format) -> bool:
