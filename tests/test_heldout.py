@@ -116,3 +116,25 @@ def test_headroom_row() -> None:
         sent = request(i)
         assert len(sent) == i
         assert [m["role"] for m in sent] == [m["role"] for m in t.messages[:i]]
+
+
+def test_results_subsections_kept(tmp_path: Path) -> None:
+    """The Economics section's writer keeps the unseen and held-out subsections; each of those
+    replaces only its own."""
+    from bench.economics.facts import FactTally
+    from bench.economics.report import HELDOUT, UNSEEN, write_section, write_subsection
+    from bench.economics.run import Row
+
+    path = tmp_path / "results.md"
+    path.write_text("# Benchmark results\n\n## Economics\n\nold\n\n## Speed\n\nfast\n", encoding="utf-8")
+    write_subsection(UNSEEN, "unseen table 1", path)
+    write_subsection(HELDOUT, "held-out table 1", path)
+    write_subsection(HELDOUT, "held-out table 2", path)
+    t = Trajectory("a", [{"role": "user", "content": "x"}, {"role": "assistant", "content": "y"}], [1])
+    row = Row("unmanaged", costs={"a": 1.0}, strict={"a": 1.0}, facts={"a": FactTally()})
+    write_section([row], [], {}, [t], {"a": []}, path=path)
+    body = path.read_text(encoding="utf-8")
+    assert "old" not in body and "held-out table 1" not in body
+    assert body.count("### Held-out sessions") == 1 and "held-out table 2" in body
+    assert "unseen table 1" in body and body.index("## Economics") < body.index("unseen table 1")
+    assert body.index("held-out table 2") < body.index("## Speed") and body.endswith("fast\n")
