@@ -23,8 +23,10 @@ reruns that test, shows that commit, greps that name, quotes that error) or expl
 grep, test module, dump or listing, chosen from the session's mix). Following a lead writes its
 token in the call or the text, as agents do: that is what ``facts.py`` counts as a later-used fact.
 Which lead: with probability ``near`` (0.55) one noted in the last 3 results, else one from 10 to
-30 results back (falling back to any older one), preferring tokens the agent has not written yet;
-about one message in five also recalls an older lead in its text. All choices come from
+30 results back (falling back to any older than 3), never the same lead twice, preferring tokens
+the agent has not written yet. The text of a follow-up also recalls a lead 10+ results old with
+probability 0.2, and that of a fresh action quotes a lead (picked as above) with probability
+0.35; the closing message names six leads of the session. All choices come from
 ``random.Random(f"{session}:{seed}")`` over leads in the order they were noted, so the same
 outputs give the same sessions. Output is capped at 50,000 chars per result (as agent harnesses
 cap it), with a line saying how much was cut.
