@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from hypothesis import given
+from hypothesis import strategies as st
+
 from toolkeep.formats import resolve_format
 from toolkeep.policies.previews import (
     excerpt_form,
@@ -136,6 +139,12 @@ class TestForms:
             assert restored[2].results[0].text == PYTEST
 
 
+NAME_WORDS = (
+    "src/app/main.py:120:", "load_config", "parseArgs", "48213", "test.mod.Case.test_x", "test_x",
+    "README.md", "plain", "v2.1.0", "lib/x/y.py", "line 404", "alpha_beta", "ab",
+)  # fmt: skip
+
+
 class TestNamesIndex:
     def test_names_not_in_the_kept_text(self) -> None:
         """The index lists identifiers, paths and numbers the kept text does not show, each once."""
@@ -150,3 +159,19 @@ class TestNamesIndex:
         """The index stops when the budget is spent."""
         text = " ".join(f"name_{i}" for i in range(1_000))
         assert sum(len(n) + 1 for n in names_index(text, 200)) <= 200
+
+    @given(st.lists(st.sampled_from(NAME_WORDS), max_size=60), st.integers(0, 400))
+    def test_index_invariants(self, words: list[str], budget: int) -> None:
+        """Within budget, each name once, each from the text and not in ``skip``, in order of
+        appearance; everything when everything fits."""
+        text = " ".join(words)
+        skip = words[0] if words else ""
+        names = names_index(text, budget, skip=skip)
+        assert sum(len(n) + 1 for n in names) <= budget
+        assert len(set(names)) == len(names)
+        assert all(n in text and n not in skip for n in names)
+        every = names_index(text, 10**6, skip=skip)
+        rest = iter(every)
+        assert all(n in rest for n in names)  # a subsequence: the full index's order
+        if sum(len(n) + 1 for n in every) <= budget:
+            assert names == every

@@ -14,6 +14,9 @@ from .run import Row, Summary, summarize
 RESULTS = REPO / "bench" / "results.md"
 HEADING = "## Economics"
 UNSEEN = "### Unseen sessions\n"
+HELDOUT = "### Held-out sessions\n"
+KEPT = (UNSEEN, HELDOUT)
+"""Subsections other modules write (``bench.economics.unseen``, ``bench.economics.heldout``)."""
 
 GOALS: tuple[tuple[str, Callable[[Summary], bool]], ...] = (
     ("pooled cost <= 0.50x unmanaged", lambda s: s.pooled <= 0.50),
@@ -192,8 +195,9 @@ def write_section(
             new = old.rstrip("\n") + "\n\n" + text
         else:
             end = old.find("\n## ", start + len(HEADING))
-            # the unseen sessions' table is written by ``bench.economics.unseen``: kept
-            unseen = old.find(UNSEEN, start, end if end >= 0 else len(old))
+            # the unseen and held-out tables are written by their own modules: kept
+            found = [old.find(h, start, end if end >= 0 else len(old)) for h in KEPT]
+            unseen = min((f for f in found if f >= 0), default=-1)
             kept = old[unseen : end + 1 if end >= 0 else len(old)].rstrip("\n") + "\n" if unseen >= 0 else ""
             new = (
                 old[:start]
@@ -203,3 +207,18 @@ def write_section(
             )
         path.write_text(new.rstrip("\n") + "\n", encoding="utf-8")
     return text, met
+
+
+def write_subsection(head: str, text: str, path: Path = RESULTS) -> None:
+    """Put ``head`` + ``text`` in the ``## Economics`` section of ``path``, in place of the old
+    subsection of that heading (or at the section's end)."""
+    body = path.read_text(encoding="utf-8")
+    start = body.find(head)
+    if start >= 0:
+        end = body.find("\n#", start + len(head))
+        body = body[:start] + body[end + 1 :] if end >= 0 else body[:start]
+    econ = body.find(HEADING)
+    nxt = body.find("\n## ", econ + 5) if econ >= 0 else -1
+    section = f"{head}\n{text}\n\n"
+    body = body.rstrip("\n") + "\n\n" + section if nxt < 0 else body[: nxt + 1] + section + body[nxt + 1 :]
+    path.write_text(body.rstrip("\n") + "\n", encoding="utf-8")

@@ -169,6 +169,7 @@ def all_policies(
     """Every row: name -> (description, maker or ``None`` when unavailable, note). The toolkeep
     rows decide with ``pricing`` (a ``toolkeep.pricing`` list; ``None``: the format's); ``policy``
     adds the row ``toolkeep-POLICY`` when it is not one of them."""
+    from . import headroom_ref
     from .langchain_ref import available, langchain_clear_tool_uses
 
     rows: dict[str, tuple[str, MakePolicy | None, str]] = {
@@ -178,6 +179,12 @@ def all_policies(
     rows["langchain-clear"] = (
         "LangChain `ClearToolUsesEdit` defaults (the real class)",
         None if missing else reference(langchain_clear_tool_uses),
+        missing or "",
+    )
+    missing = headroom_ref.available()
+    rows["headroom-compress"] = (
+        "Headroom `compress(messages)` on each request (the real package, defaults)",
+        None if missing else reference(headroom_ref.headroom_compress),
         missing or "",
     )
     rows["toolkeep-seed"] = (

@@ -22,6 +22,7 @@ from toolkeep.replay.importers import iter_log_files, load_sessions
 
 from .cost import CostModel
 from .data import DATA_DIR, SHARED, Trajectory, block_text, load_trajectories
+from .report import UNSEEN, write_subsection
 from .run import REFERENCES, Row, compute_facts, run_policy, summarize, toolkeep_policy
 
 RAW_DIR = SHARED / "bench-data" / "raw"
@@ -136,20 +137,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.sessions:
         print("\n" + "\n".join(session_lines(rows, trajectories)))
     if args.write:
-        results = Path(__file__).resolve().parents[1] / "results.md"
-        body = results.read_text(encoding="utf-8")
-        head = "### Unseen sessions\n"
-        start = body.find(head)
-        if start >= 0:
-            end = body.find("\n#", start + len(head))
-            body = body[:start] + body[end + 1 :] if end >= 0 else body[:start]
-        econ = body.find("## Economics")
-        nxt = body.find("\n## ", econ + 5) if econ >= 0 else -1
-        section = f"{head}\n{text}\n\n"
-        body = (
-            body.rstrip("\n") + "\n\n" + section if nxt < 0 else body[: nxt + 1] + section + body[nxt + 1 :]
-        )
-        results.write_text(body.rstrip("\n") + "\n", encoding="utf-8")
+        write_subsection(UNSEEN, text)
     return 0
 
 
