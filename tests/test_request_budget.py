@@ -265,8 +265,8 @@ class TestProperties:
     def test_idempotent_and_deterministic(
         self, policy: str, case: tuple[str, list[Any]], limit: int | None, tmp_path_factory: Any
     ) -> None:
-        """prepare(prepare(h)) == prepare(h), and a second session on the same workspace sends
-        the same bytes."""
+        """prepare(prepare(h)) == prepare(h) (but under ``seed``), and a second session on the
+        same workspace sends the same bytes."""
         fmt, history = case
         config = toolkeep.Config(policy=policy, max_request_tokens=limit)
         ws = tmp_path_factory.mktemp("ws")
@@ -278,5 +278,6 @@ class TestProperties:
                 again, _ = other.prepare(history, format=fmt)
         except toolkeep.RequestTooLargeError:
             return
-        assert twice == once
+        if policy != "seed":  # the seed's cuts come back cut, and are measured so (toolkeep.window)
+            assert twice == once
         assert json.dumps(again) == json.dumps(once)
