@@ -747,3 +747,29 @@ def mutated_histories(draw: st.DrawFn, max_mutations: int = 4) -> tuple[str, lis
             item = container[key] if action == "duplicate" else container.pop(key)
             container.insert(draw(st.integers(0, len(container))), copy.deepcopy(item))
     return name, history
+
+
+# ------------------------------------------------------------------------------ the request budget
+
+
+@st.composite
+def budget_sessions(draw: st.DrawFn, max_blocks: int = 8) -> tuple[str, list[Any]]:
+    """``("anthropic", history)``: a valid session whose calls send inputs of every size (file
+    contents written) and whose results are mostly big, with user text between some turns, so
+    that the request budget has results to summarize and stub and inputs to shorten."""
+    names = (*TOOL_NAMES, "recall")
+    messages: list[Any] = [user("start")]
+    for n in range(draw(st.integers(1, max_blocks))):
+        call_id = f"toolu_{n:02d}"
+        content = draw(result_texts())
+        arguments = {"path": f"src/f{n}.py", "content": draw(result_texts())} if draw(st.booleans()) else {}
+        messages.append(assistant(tool_use(call_id, draw(st.sampled_from(names)), input=arguments)))
+        messages.append(user(tool_result(call_id, content)))
+        if draw(st.integers(0, 3)) == 0:
+            messages.append(assistant({"type": "text", "text": "noted"}))
+            messages.append(user(draw(st.text(_alphabet, min_size=1, max_size=80))))
+    return "anthropic", messages
+
+
+request_budgets = st.sampled_from([None, 300, 2_000, 6_000, 20_000])
+"""Values of ``Config.max_request_tokens`` small enough to bind on generated sessions."""

@@ -18,7 +18,11 @@ NUMBERS = [
 ]
 ALL = [*NUMBERS, ("keep_tmpdir", "TOOLKEEP_KEEP_TMPDIR", "CHATCLI_AGENT_KEEP_TMPDIR", False)]
 # settings ChatCLI never had: a TOOLKEEP_* variable and no fallback
-TOOLKEEP_ONLY = [("keep_orphans", "TOOLKEEP_KEEP_ORPHANS", False), ("pricing", "TOOLKEEP_PRICING", None)]
+TOOLKEEP_ONLY = [
+    ("keep_orphans", "TOOLKEEP_KEEP_ORPHANS", False),
+    ("pricing", "TOOLKEEP_PRICING", None),
+    ("max_request_tokens", "TOOLKEEP_MAX_REQUEST_TOKENS", None),
+]
 
 
 class TestDefaults:

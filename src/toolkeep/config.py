@@ -124,6 +124,7 @@ ENV_VARIABLES: Mapping[str, tuple[str, ...]] = MappingProxyType(
         "keep_tmpdir": ("TOOLKEEP_KEEP_TMPDIR", "CHATCLI_AGENT_KEEP_TMPDIR"),
         "keep_orphans": ("TOOLKEEP_KEEP_ORPHANS",),
         "pricing": ("TOOLKEEP_PRICING",),
+        "max_request_tokens": ("TOOLKEEP_MAX_REQUEST_TOKENS",),
     }
 )
 _BOOLEANS = frozenset({"keep_tmpdir", "keep_orphans"})
@@ -235,6 +236,11 @@ class Config:
     history holds still goes, and a result inside an assistant message still goes."""
     # SPEC 5: workspace
     keep_tmpdir: bool = False
+    # the request budget (toolkeep.window)
+    max_request_tokens: int | None = None
+    """Most tokens a prepared request may take: its messages as sent, plus the tool definitions
+    and the system prompt when they are passed. ``None``: no bound. Counted offline (o200k with
+    the ``tokens`` extra, else chars/4; :mod:`toolkeep.tokens`)."""
     # which step list to run: see toolkeep.policies.POLICIES
     policy: str = "default"
     economy: Economy = field(default_factory=lambda: Economy())
@@ -288,6 +294,9 @@ class Config:
         object.__setattr__(self, "tool_caps", MappingProxyType(caps))
         object.__setattr__(self, "preserve_tools", frozenset(str(n).lower() for n in self.preserve_tools))
         object.__setattr__(self, "recall_tools", frozenset(str(n).lower() for n in self.recall_tools))
+        limit = self.max_request_tokens
+        if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 1):
+            raise ConfigError(f"max_request_tokens must be a positive integer or None, got {limit!r}")
         if self.recall_page_chars < 1:
             raise ConfigError(f"recall_page_chars must be positive, got {self.recall_page_chars}")
 
@@ -373,4 +382,6 @@ def _parse_env(name: str, variable: str, text: str) -> Any:
         raise ConfigError(f"{variable}={text!r} is not a whole number", variable=variable) from None
     if number < 0:
         raise ConfigError(f"{variable}={text!r} must not be negative", variable=variable)
+    if number == 0 and name == "max_request_tokens":
+        raise ConfigError(f"{variable}={text!r} must be positive", variable=variable)
     return number

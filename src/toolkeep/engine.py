@@ -39,7 +39,7 @@ from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
 
-from .exceptions import ConfigError
+from .exceptions import ConfigError, RequestTooLargeError
 from .formats import Format
 from .messages import History, Message, ToolResultPart
 from .pricing import CacheExpiry
@@ -47,6 +47,7 @@ from .report import Report
 from .steps import MISSING, Memo, Plan, Step, StepContext
 from .steps._context import FORGETFUL
 from .steps.pairing import first_choice_id
+from .window import WindowState, bound
 
 __all__ = ["Resolved", "SessionState", "common_prefix", "fingerprint", "run"]
 
@@ -117,6 +118,12 @@ class _Block:
     staged_report: Report | None = None
     render_key: Hashable = None
     """With a plan: what the rendering depended on (:meth:`Plan.key`)."""
+    neutral: History = field(default_factory=list)
+    """The neutral form of ``messages`` (for the request budget, :mod:`toolkeep.window`)."""
+    stage: History = field(default_factory=list)
+    """The block before the policy's last step (the budget's measure)..."""
+    stage_out: list[Any] = field(default_factory=list)
+    """...and its provider form (made only with a budget)."""
 
 
 class Resolved(NamedTuple):
@@ -174,6 +181,8 @@ class SessionState:
     """The session clock's reading when the conversation's last request was prepared."""
     expiry: CacheExpiry = field(default_factory=CacheExpiry)
     """Which of the conversation's requests found the provider's cache expired."""
+    window: WindowState = field(default_factory=WindowState)
+    """The request budget's state (:mod:`toolkeep.window`)."""
 
     def forget(self) -> None:
         """Drop the blocks and the plan (the next request is prepared from scratch); what the
@@ -196,39 +205,65 @@ def run(
     ctx: StepContext,
     state: SessionState | None = None,
     same: int = 0,
+    *,
+    extras: Sequence[Any] = (),
 ) -> list[Any]:
     """The provider messages to send for ``messages``; fills ``ctx.report``.
 
     With a ``state`` (a session's), ``same`` says how many leading messages are the very objects
     of its last request (:func:`common_prefix`), and only what changed is done again; the state
     is updated in place, and a failure resets it. Without one, the whole history is run at once.
+    With ``Config.max_request_tokens`` the output ends within it (:mod:`toolkeep.window`);
+    ``extras`` (the request's tool definitions and system prompt) count towards it.
     """
     planned = steps[-1].new_plan() if steps else None
     stage = steps[:-1] if planned is not None else steps
     if any(step.new_plan() is not None for step in stage):
         raise ConfigError("only the last step of a pipeline may decide over the whole session")
     if state is None or not fmt.rules.per_message or not all(step.block_local for step in stage):
-        return _run_whole(fmt, messages, steps, ctx)
+        try:
+            return _run_whole(fmt, messages, steps, ctx, state.window if state else None, extras)
+        except RequestTooLargeError:
+            raise  # prepared whole, then refused: the state stands for the next request
+        except BaseException:
+            if state is not None:
+                state.window = WindowState()
+            raise
     if fmt is not state.format:
         state.forget()
         state.format = fmt
     if state.plan is None and planned is not None:
         state.plan = planned
     try:
-        return _Engine(state).run(fmt, messages, stage, ctx, same)
+        return _Engine(state).run(fmt, messages, stage, ctx, same, extras)
+    except RequestTooLargeError:
+        raise  # prepared whole, then refused: the state stands for the next request
     except BaseException:
         state.forget()
         raise
 
 
-def _run_whole(fmt: Format, messages: Sequence[Any], steps: Sequence[Step], ctx: StepContext) -> list[Any]:
+def _run_whole(
+    fmt: Format,
+    messages: Sequence[Any],
+    steps: Sequence[Step],
+    ctx: StepContext,
+    window: WindowState | None = None,
+    extras: Sequence[Any] = (),
+) -> list[Any]:
     history = fmt.load(messages)
     ctx.report.chars_before = _result_chars(history)
-    for step in steps:
+    stage = history
+    for n, step in enumerate(steps):
+        if n == len(steps) - 1:
+            stage = history
         history = step(history, ctx)
     ctx.report.total = sum(1 for m in history for p in m.parts if isinstance(p, ToolResultPart))
     ctx.report.chars_after = _result_chars(history)
-    return fmt.dump(history)
+    out = fmt.dump(history)
+    if ctx.config.max_request_tokens is None:
+        return out
+    return bound(fmt, out, history, stage, ctx, window, extras, messages)
 
 
 class _Engine:
@@ -238,7 +273,13 @@ class _Engine:
         self.state = state
 
     def run(
-        self, fmt: Format, messages: Sequence[Any], steps: Sequence[Step], ctx: StepContext, same: int
+        self,
+        fmt: Format,
+        messages: Sequence[Any],
+        steps: Sequence[Step],
+        ctx: StepContext,
+        same: int,
+        extras: Sequence[Any] = (),
     ) -> list[Any]:
         state = self.state
         plan = state.plan
@@ -335,7 +376,16 @@ class _Engine:
             first_changed = self._render(fmt, plan, min(first_changed, keep), ctx, unsaved)
         self._commit(blocks, first_changed, ctx.report)
         ctx.report.save_errors += unsaved
-        return list(state.out)
+        if ctx.config.max_request_tokens is None:
+            return list(state.out)
+        final: History = []
+        stage: History = []
+        stage_out: list[Any] = []
+        for b in blocks:
+            final += b.neutral
+            stage += b.stage
+            stage_out += b.stage_out
+        return bound(fmt, list(state.out), final, stage, ctx, state.window, extras, messages, stage_out)
 
     def _render(
         self, fmt: Format, plan: Plan, first_staged: int, ctx: StepContext, unsaved: list[str]
@@ -382,6 +432,7 @@ class _Engine:
             blocks[j] = replace(
                 b,
                 messages=self._dump(fmt, rendered, ctx.memo),
+                neutral=rendered,
                 render_key=key,
                 report=Report(
                     format=fmt.name,
@@ -482,18 +533,26 @@ class _Engine:
             index_offset=start,
         )
         report.chars_before = _result_chars(block)
-        history = block
-        for step in steps:
+        history = stage = block
+        for n, step in enumerate(steps):
+            if n == len(steps) - 1:
+                stage = history
             history = step(history, sub)
         report.chars_after = _result_chars(history)
         report.total = sum(1 for m in history for p in m.parts if isinstance(p, ToolResultPart))
         call_ids = tuple(c.id for m in history if m.role == "assistant" for c in m.calls)
-        if staged:
+        bounded = ctx.config.max_request_tokens is not None
+        if staged:  # the policy's last step is the plan: the whole stage is the measure
             return _Block(
-                start, start + len(block), calls, age_key, [], call_ids, seen_before, report, history, report
-            )
+                start, start + len(block), calls, age_key, [], call_ids, seen_before, report, history, report,
+                stage=history, stage_out=_Engine._dump(fmt, history, memo) if bounded else [],
+            )  # fmt: skip
         dumped = _Engine._dump(fmt, history, memo)
-        return _Block(start, start + len(block), calls, age_key, dumped, call_ids, seen_before, report)
+        stage_out = (dumped if stage is history else _Engine._dump(fmt, stage, memo)) if bounded else []
+        return _Block(
+            start, start + len(block), calls, age_key, dumped, call_ids, seen_before, report,
+            neutral=history, stage=stage, stage_out=stage_out,
+        )  # fmt: skip
 
     @staticmethod
     def _dump(fmt: Format, history: History, memo: Memo) -> list[Any]:

@@ -10,7 +10,8 @@ Every error toolkeep raises on purpose derives from :class:`ToolkeepError`::
     ├── StoreError           an archive store failed (backend errors chained with ``from``)
     │   ├── InvalidKeyError  an archive key is not 16 lowercase hex digits
     │   └── StoreNotFoundError  a store opened only to read is not there (nothing archived)
-    └── ReaderError          the workspace reader refused a path
+    ├── ReaderError          the workspace reader refused a path
+    └── RequestTooLargeError  a request cannot be brought within ``max_request_tokens``
 
 Where an error is about one place in a history it says which: ``index`` is the message index and
 ``field`` the key or path inside it.
@@ -24,6 +25,7 @@ __all__ = [
     "FormatError",
     "InvalidKeyError",
     "ReaderError",
+    "RequestTooLargeError",
     "SessionClosedError",
     "StoreError",
     "StoreNotFoundError",
@@ -92,3 +94,24 @@ class SessionClosedError(ToolkeepError, RuntimeError):
 
 class ReaderError(ToolkeepError):
     """The workspace reader refused a request (outside the workspace, not a file, ...)."""
+
+
+class RequestTooLargeError(ToolkeepError, ValueError):
+    """A prepared request cannot fit ``Config.max_request_tokens``, even with every old result
+    stubbed and every old call input shortened: what is left (the last user turn, the text of
+    the conversation, the tool definitions and the system prompt) is larger. Raised before
+    anything is sent; nothing of the caller's is changed.
+
+    ``tokens``: the request's tokens as the policy prepared it; ``floor``: the fewest it could be
+    brought to; ``limit``: the budget."""
+
+    def __init__(self, *, tokens: int, floor: int, limit: int, unit: str = "tokens") -> None:
+        super().__init__(
+            f"the request takes {tokens:,} {unit}; shortened as far as it can be, {floor:,}: over "
+            f"max_request_tokens={limit:,} (what is left is the last user turn, the conversation's "
+            "text, the tool definitions and the system prompt; raise the budget or start a new "
+            "conversation)"
+        )
+        self.tokens = tokens
+        self.floor = floor
+        self.limit = limit

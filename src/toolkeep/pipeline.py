@@ -44,17 +44,21 @@ def run_pipeline(
     store: ArchiveStore | None = None,
     steps: Sequence[Step | Callable[..., Any]] | None = None,
     memo: Memo | None = None,
+    tools: Any = None,
+    system: Any = None,
 ) -> Prepared:
     """Run ``steps`` (default: :func:`build_steps`) over ``messages`` once; never mutates them.
 
     Without a workspace nothing is persisted (previews say so); without a store nothing is
     archived. :class:`toolkeep.Session` supplies both, and keeps the work of earlier requests
     for the next (the output is the same with it or without). ``memo`` lends a one-off run
-    the work an earlier run did on the same objects.
+    the work an earlier run did on the same objects. ``tools`` and ``system`` count towards
+    ``config.max_request_tokens`` as in :meth:`toolkeep.Session.prepare`.
     """
     fmt = resolve_format(messages, format)
     config = config if config is not None else Config.from_env()
     report = Report(format=fmt.name, policy=config.policy, pricing=resolve_pricing(config.pricing, fmt).name)
     ctx = StepContext(fmt, config, workspace, store, report, memo if memo is not None else Memo())
     chosen = [as_step(s) for s in steps] if steps is not None else build_steps(config)
-    return Prepared(engine.run(fmt, messages, chosen, ctx), ctx.report)
+    extras = tuple(x for x in (tools, system) if x is not None)
+    return Prepared(engine.run(fmt, messages, chosen, ctx, extras=extras), ctx.report)

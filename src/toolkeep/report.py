@@ -69,6 +69,11 @@ class Report:
     save_errors: list[str] = field(default_factory=list)
     cuts: list[Cut] = field(default_factory=list)
     """Every cut counted in ``capped``, ``persisted``, ``truncated`` and ``summarized``."""
+    tokens_before: int | None = None
+    """With ``Config.max_request_tokens``: the request's tokens as the policy prepared it
+    (messages as sent, tool definitions, system prompt); ``None`` without a budget."""
+    tokens_after: int | None = None
+    """With ``Config.max_request_tokens``: its tokens as sent, within the budget."""
 
     def add_cut(self, kind: str, part: Any, index: int, before: str) -> None:
         """Count one cut of ``kind`` (one of :data:`CUT_KINDS`): ``part`` is the shortened
@@ -116,4 +121,9 @@ class Report:
             },
             "chars": {"before": self.chars_before, "after": self.chars_after},
             "save_errors": list(self.save_errors),
+            **(
+                {"tokens": {"before": self.tokens_before, "after": self.tokens_after}}
+                if self.tokens_before is not None
+                else {}
+            ),
         }

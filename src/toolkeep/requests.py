@@ -38,6 +38,7 @@ from .report import Report
 
 __all__ = [
     "CONTINUING_KEYS",
+    "EXTRA_KEYS",
     "HISTORY_KEYS",
     "PreparedRequest",
     "Request",
@@ -49,6 +50,9 @@ HISTORY_KEYS: dict[str, str | None] = {"messages": None, "input": "openai-respon
 """The key that holds a request's history, and the format it implies (``None``: detected)."""
 _TEXT_KEYS = ("input", "contents")
 """History keys whose value may be a plain string instead of a list."""
+EXTRA_KEYS = ("system", "instructions", "systemInstruction", "system_instruction", "tools", "toolConfig")
+"""Keys of a request's system prompt and tool definitions (Anthropic, Bedrock Converse, OpenAI
+Chat and Responses, Gemini REST): what the request budget counts beside the history."""
 CONTINUING_KEYS = ("previous_response_id", "conversation")
 """Keys of a Responses request that continues state kept on the server, when set."""
 
@@ -89,6 +93,18 @@ class Request:
     def format_name(self, requested: str | Format = "auto") -> str:
         fmt = self.format(requested)
         return fmt.name if isinstance(fmt, Format) else fmt
+
+    def extras(self) -> tuple[Any, ...]:
+        """What the request sends beside its history and the request budget counts: its tool
+        definitions and system prompt, under the keys of :data:`EXTRA_KEYS` (and those of a
+        google-genai ``config``), each as it is."""
+        found = [self.body[k] for k in EXTRA_KEYS if self.body.get(k) is not None]
+        config = self.body.get("config")
+        for key in ("system_instruction", "tools"):
+            value = config.get(key) if isinstance(config, Mapping) else getattr(config, key, None)
+            if value is not None:
+                found.append(value)
+        return tuple(found)
 
     def with_history(self, history: Any) -> dict[str, Any]:
         """The request with ``history`` in its history's place (the key keeps its position), every

@@ -17,7 +17,7 @@ from . import engine
 from ._closing import Closing
 from .config import Config, ToolCap
 from .engine import Resolved, SessionState, common_prefix
-from .exceptions import ConfigError, FormatError, SessionClosedError
+from .exceptions import ConfigError, FormatError, RequestTooLargeError, SessionClosedError
 from .formats import Format, _sdk, detect_format, get_format, resolve_format
 from .messages import ToolResultPart
 from .pipeline import Prepared
@@ -153,13 +153,20 @@ class Session(Closing):
         self._closed = False
 
     @overload
-    def prepare(self, messages: Sequence[Any], format: str | Format = "auto") -> Prepared: ...
+    def prepare(
+        self, messages: Sequence[Any], format: str | Format = "auto", *, tools: Any = None, system: Any = None
+    ) -> Prepared: ...
 
     @overload
     def prepare(self, messages: Mapping[str, Any], format: str | Format = "auto") -> PreparedRequest: ...
 
     def prepare(
-        self, messages: Sequence[Any] | Mapping[str, Any], format: str | Format = "auto"
+        self,
+        messages: Sequence[Any] | Mapping[str, Any],
+        format: str | Format = "auto",
+        *,
+        tools: Any = None,
+        system: Any = None,
     ) -> Prepared | PreparedRequest:
         """The history to send and a report; ``messages`` is never mutated.
 
@@ -177,12 +184,24 @@ class Session(Closing):
         integration object that serves several conversations at once prepares each
         incrementally (conversations that begin with the same message share one state, which
         stays correct but redoes more work).
+
+        With ``Config.max_request_tokens`` the request comes back within that many tokens
+        (:mod:`toolkeep.window`), or :class:`~toolkeep.exceptions.RequestTooLargeError` is raised.
+        ``tools`` and ``system`` are the tool definitions and system prompt sent beside a list of
+        messages, counted towards it (as they are sent: any JSON value); a request object
+        carries its own (``tools``, ``system``, ``instructions``, ``systemInstruction``, ...).
         """
         if isinstance(messages, Mapping):
+            if tools is not None or system is not None:
+                raise FormatError(
+                    "a request object carries its own tools and system prompt: pass them in it",
+                    field="tools" if tools is not None else "system",
+                )
             return self._prepare_request(messages, format)
+        extras = tuple(x for x in (tools, system) if x is not None)
         with self._lock:
             self._check_open()
-            return self._prepare(messages, format)
+            return self._prepare(messages, format, extras)
 
     def _check_open(self) -> None:
         if self._closed:
@@ -190,7 +209,9 @@ class Session(Closing):
                 "this Session is closed (its workspace and store are released); make a new one"
             )
 
-    def _prepare(self, messages: Sequence[Any], format: str | Format) -> Prepared:
+    def _prepare(
+        self, messages: Sequence[Any], format: str | Format, extras: tuple[Any, ...] = ()
+    ) -> Prepared:
         if not isinstance(messages, (list, tuple)):
             raise FormatError(f"a history is a list of messages, got {type(messages).__name__}")
         now = self._now()
@@ -206,7 +227,12 @@ class Session(Closing):
             ctx = StepContext(
                 fmt, self.config, self.workspace, self._writes, report, memo=state.memo, expiry=state.expiry
             )
-            prepared = Prepared(engine.run(fmt, messages, self.steps, ctx, state, same), report)
+            prepared = Prepared(
+                engine.run(fmt, messages, self.steps, ctx, state, same, extras=extras), report
+            )
+        except RequestTooLargeError:
+            state.last = list(messages)  # prepared, then refused whole: the next request goes on from it
+            raise
         except BaseException:
             state.resolved = None
             raise
@@ -248,7 +274,9 @@ class Session(Closing):
             return PreparedRequest(
                 request.with_history(body[request.key]), Report(format=request.format_name(format))
             )
-        messages, report = self.prepare(request.history, request.format(format))
+        with self._lock:
+            self._check_open()
+            messages, report = self._prepare(request.history, request.format(format), request.extras())
         return PreparedRequest(request.with_history(messages), report)
 
     def _format(self, messages: Sequence[Any], format: str | Format, same: int) -> Format:

@@ -28,7 +28,9 @@ __all__ = [
 ]
 
 
+from ..steps import restore_originals
 from .economy import EconomyCompactor, economy_steps
+from .inputs import RestoreInputs
 from .seed import SeedMicrocompactor, seed_steps
 from .spec import spec_steps
 
@@ -47,4 +49,10 @@ def build_steps(config: Config) -> list[Step]:
     except KeyError:
         known = ", ".join(sorted(POLICIES))
         raise ConfigError(f"unknown policy {config.policy!r} (known: {known})") from None
-    return build(config)
+    steps = build(config)
+    if config.max_request_tokens is not None and not any(isinstance(s, RestoreInputs) for s in steps):
+        # the request budget shortens old call inputs too: a prepared history sent back must
+        # come in with them whole again, as it does with results (after restore_originals)
+        at = next((n + 1 for n, s in enumerate(steps) if s is restore_originals), 0)
+        steps.insert(at, RestoreInputs())
+    return steps

