@@ -128,6 +128,8 @@ CASES: dict[str, tuple[str, Callable[[list[Any], list[Any], toolkeep.Report], No
     "langchain-multipart-result.json": ("langchain", _multipart("langchain")),
     "openai-chat-content-parts.json": ("openai-chat", _multipart("openai-chat")),
     "big-exponent.json": ("anthropic", _unchanged),
+    "anthropic-system-after-interrupt.json": ("anthropic", _empties_gone(1)),
+    "openai-responses-empty-messages.json": ("openai-responses", _empties_gone(3)),
 }
 REFUSED = {"nan-literal.json": "NaN is not a JSON number"}
 
