@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from dataclasses import fields
+from dataclasses import MISSING, fields
 from typing import Any
 
 import click
@@ -23,7 +23,7 @@ from ..policies import POLICIES
 
 __all__ = ["config_options", "flag_of"]
 
-_DEFAULTS = {f.name: f.default for f in fields(Config)}
+_DEFAULTS = {f.name: f.default if f.default is not MISSING else f.default_factory for f in fields(Config)}
 
 
 def flag_of(name: str) -> str:
@@ -72,6 +72,8 @@ def config_options(command: Callable[..., Any]) -> Callable[..., Any]:
 
 def _option(name: str) -> click.Option:
     default = _DEFAULTS.get(name)
+    if callable(default):  # a field with a default_factory
+        default = default()
     if isinstance(default, bool):
         shown, metavar = str(default).lower(), "true|false"
     elif isinstance(default, int):
