@@ -44,8 +44,9 @@ class _Setting(click.ParamType):  # type: ignore[type-arg]
         try:
             parsed = _parse_env(self.setting, flag_of(self.setting), value)
         except ConfigError as exc:
-            # the parser's words after its "FLAG='text'", which click names already
-            self.fail(f"{value!r} {str(exc).split(' ', 1)[-1]}", param, ctx)
+            # the parser's words without its "FLAG='text'", which click names already
+            said = str(exc).removeprefix(f"{flag_of(self.setting)}={value!r}").lstrip(": ")
+            self.fail(f"{value!r}{' ' if said.startswith(('is ', 'must ')) else ': '}{said}", param, ctx)
         if self.setting == "policy" and parsed not in POLICIES:
             self.fail(f"{parsed!r} is not a policy (known: {', '.join(POLICIES)})", param, ctx)
         return parsed
