@@ -23,6 +23,7 @@ from ..policies import POLICIES
 
 __all__ = ["config_options", "flag_of"]
 
+_TYPES = {f.name: f.type for f in fields(Config)}
 _DEFAULTS = {f.name: f.default if f.default is not MISSING else f.default_factory for f in fields(Config)}
 
 
@@ -77,8 +78,8 @@ def _option(name: str) -> click.Option:
         default = default()
     if isinstance(default, bool):
         shown, metavar = str(default).lower(), "true|false"
-    elif isinstance(default, int):
-        shown, metavar = f"{default:,}", "N"
+    elif isinstance(default, int) or "int" in str(_TYPES.get(name)):
+        shown, metavar = f"{default:,}" if isinstance(default, int) else str(default), "N"
     else:
         shown, metavar = str(default), "|".join(POLICIES) if name == "policy" else "TEXT"
     return click.Option(
