@@ -22,6 +22,7 @@ TOOLKEEP_ONLY = [
     ("keep_orphans", "TOOLKEEP_KEEP_ORPHANS", False),
     ("pricing", "TOOLKEEP_PRICING", None),
     ("max_request_tokens", "TOOLKEEP_MAX_REQUEST_TOKENS", None),
+    ("policy", "TOOLKEEP_POLICY", "default"),
 ]
 
 

@@ -33,10 +33,12 @@ EXPECTED = {
 
 
 def run(script: Path, cwd: Path) -> subprocess.CompletedProcess[str]:
-    """Run ``script`` in ``cwd``, its temporary files (session workspaces) under ``cwd/tmp``."""
+    """Run ``script`` in ``cwd``, its session workspaces under ``cwd/cache`` (the per-user cache
+    dir) and its temporary files under ``cwd/tmp``."""
     (cwd / "tmp").mkdir(exist_ok=True)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TOOLKEEP_", "CHATCLI_"))}
     env["TMPDIR"] = str(cwd / "tmp")
+    env["TOOLKEEP_CACHE_DIR"] = str(cwd / "cache")
     env["OPENAI_API_KEY"] = env["ANTHROPIC_API_KEY"] = "offline"  # the examples must not need real keys
     return subprocess.run(
         [sys.executable, str(script)],
@@ -61,8 +63,11 @@ def test_example_runs(name: str, tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr[-3000:]
     for pattern in EXPECTED[name]:
         assert re.search(pattern, done.stdout), (pattern, done.stdout)
-    made = list((tmp_path / "tmp").glob("toolkeep-*"))
-    assert made == []  # each session removed its workspace on the way out
+    sessions = tmp_path / "cache" / "sessions"
+    assert sessions.is_dir()  # the example's sessions had their workspaces there...
+    left = [p.name for p in sessions.iterdir() if not p.name.startswith(".")]
+    assert left == []  # ...and each removed its own (with its lock) on the way out
+    assert list((tmp_path / "tmp").glob("toolkeep-*")) == []
 
 
 def test_broken_session_generator(tmp_path: Path) -> None:

@@ -91,11 +91,11 @@ def test_workspace_cannot_be_created() -> None:
     assert "cannot create session workspace" in line
 
 
-def test_workspace_removed_mid_session() -> None:
-    """The workspace deleted under a live session (a tmp cleaner): prepare goes on, says so, and
-    saves again once the directory is back."""
+def test_workspace_removed_mid_session(tmp_path: Path) -> None:
+    """The workspace deleted under a live session (a tmp cleaner, with the archive in it): prepare
+    goes on, says so, and saves again once the directory is back."""
     history: list[Any] = [{"role": "user", "content": "go"}, *block(1, 25_000)]
-    with Session(Config()) as session:
+    with Session(Config(), workspace=tmp_path / "ws") as session:
         out, report = session.prepare(history)
         assert check_honest(session, out, history, 1) == (True, True)
         shutil.rmtree(session.workspace.path)

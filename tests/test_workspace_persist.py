@@ -81,21 +81,24 @@ class TestDirectory:
             assert first == second and second.stat().st_ino == inode
             assert [p.name for p in ws.results_dir.iterdir()] == [first.name]
 
-    def test_parallel_sessions_never_share(self) -> None:
-        """Two sessions at once get two directories."""
+    def test_parallel_sessions_of_two_conversations_never_share(self) -> None:
+        """Two sessions at once on two conversations get two directories."""
         with Session(Config()) as a, Session(Config()) as b:
+            a.prepare(anthropic_turns(("t1", "ls", "a")))
+            b.prepare([{"role": "user", "content": "another conversation"}])
             assert a.workspace.path != b.workspace.path
 
     def test_removed_on_close_and_context_exit(self) -> None:
         """close() and leaving the with-block remove the directory."""
         s = Session(Config())
-        path = s.workspace.path
         s.prepare(anthropic_turns(("t1", "ls", "x" * 25_000)))
+        path = s.workspace.path
         assert any(s.workspace.results_dir.iterdir())
         s.close()
         assert not path.exists()
         s.close()  # a second close is harmless
         with Session(Config()) as s2:
+            s2.prepare([{"role": "user", "content": "removed on exit"}])
             path = s2.workspace.path
         assert not path.exists()
 
@@ -104,6 +107,7 @@ class TestDirectory:
         for var in ("TOOLKEEP_KEEP_TMPDIR", "CHATCLI_AGENT_KEEP_TMPDIR"):
             monkeypatch.setenv(var, "true")
             with Session() as s:
+                s.prepare([{"role": "user", "content": f"kept by {var}"}])
                 path = s.workspace.path
             try:
                 assert path.is_dir()
@@ -126,13 +130,16 @@ class TestDirectory:
         if keep:
             name, value = keep.split("=")
             env[name] = value
-        code = "import toolkeep; s = toolkeep.Session(); print(s.workspace.path)"
+        code = (
+            "import toolkeep; s = toolkeep.Session()\n"
+            f"s.prepare([{{'role': 'user', 'content': 'never closed {keep}'}}]); print(s.workspace.path)"
+        )
         out = subprocess.run(
             [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True
         )
         path = Path(out.stdout.strip())
         try:
-            assert path.name.startswith("toolkeep-")
+            assert path.parent == Path(os.environ["TOOLKEEP_CACHE_DIR"]).resolve() / "sessions"
             assert path.exists() is kept
         finally:
             if path.exists():

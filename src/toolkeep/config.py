@@ -125,9 +125,11 @@ ENV_VARIABLES: Mapping[str, tuple[str, ...]] = MappingProxyType(
         "keep_orphans": ("TOOLKEEP_KEEP_ORPHANS",),
         "pricing": ("TOOLKEEP_PRICING",),
         "max_request_tokens": ("TOOLKEEP_MAX_REQUEST_TOKENS",),
+        "policy": ("TOOLKEEP_POLICY",),
     }
 )
 _BOOLEANS = frozenset({"keep_tmpdir", "keep_orphans"})
+_TEXTS = frozenset({"policy"})
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
@@ -367,8 +369,12 @@ def _check_ages(values: Mapping[str, Any], sources: Mapping[str, str]) -> None:
 
 
 def _parse_env(name: str, variable: str, text: str) -> Any:
+    """The value of the setting ``name`` written as ``text`` in ``variable`` (an environment
+    variable, or the command-line flag that stands for it); :class:`ConfigError` if invalid."""
     if name == "pricing":
         return parse_pricing(text, variable=variable)
+    if name in _TEXTS:
+        return text.strip()
     if name in _BOOLEANS:
         lowered = text.strip().lower()
         if lowered in _TRUE:

@@ -6,6 +6,7 @@ import json
 import logging
 import math
 import os
+import secrets
 import threading
 import time
 import uuid
@@ -32,7 +33,7 @@ from .stores import ArchiveStore, open_store, store_for_config
 from .stores.layered import LayeredStore
 from .stores.pinned import PinnedWrites
 from .userdirs import user_store_url
-from .workspace import Workspace
+from .workspace import Workspace, WorkspaceReader
 
 __all__ = ["Session"]
 
@@ -71,13 +72,40 @@ def _log_report(report: Report, messages: int) -> None:
 
 
 def _conversation_key(first: Any) -> str:
-    """What tells a conversation apart: the archive key of its first message as JSON."""
+    """What tells a conversation apart, in every process: the archive key of its first message as
+    JSON (SDK objects as the plain dicts they stand for; what JSON cannot write, by its fields or
+    its type, never its address). It names the conversation's workspace too."""
     try:
-        text = json.dumps(first, sort_keys=True, default=repr, ensure_ascii=False)
+        plain = _sdk.plain_view([first])[0] if first is not None else None
+        text = json.dumps(plain, sort_keys=True, default=_stable, ensure_ascii=False)
     except (TypeError, ValueError, RecursionError):  # keys that do not sort, nesting too deep
-        # the object itself, then: a state found by it is as correct, only less often found
-        text = f"{type(first).__qualname__} at {id(first):x}"
+        # its type, then: conversations found by it share a state and a workspace, which stays
+        # correct, only less often found
+        text = type(first).__qualname__
     return archive_key(text)
+
+
+def _stable(value: Any) -> Any:
+    """A JSON stand-in for ``value`` that is the same in every process (``repr`` may hold an
+    address)."""
+    fields = getattr(value, "__dict__", None)
+    return fields if isinstance(fields, dict) and fields else type(value).__qualname__
+
+
+class _Readers(WorkspaceReader):
+    """``read_result`` over every conversation workspace a session holds: an absolute path is read
+    in the one it lies in, a relative one in the current conversation's."""
+
+    def __init__(self, current: Workspace, others: Sequence[Workspace]) -> None:
+        super().__init__(current.path)
+        self._roots = [w.path for w in others]
+
+    def read_text(self, path: str | os.PathLike[str]) -> str:
+        text = os.fspath(path)
+        for root in self._roots:
+            if isinstance(text, str) and text.startswith(f"{root}{os.sep}"):
+                return WorkspaceReader(root).read_text(path)
+        return super().read_text(path)
 
 
 class Session(Closing):
@@ -115,13 +143,26 @@ class Session(Closing):
         self.clock: Callable[[], float] = clock if clock is not None else time.monotonic
         """What :meth:`prepare` reads the time from (seconds)."""
         self.config = config if config is not None else Config.from_env()
+        self._fixed: Workspace | None = None
+        """The workspace given (or made from the path given), for every conversation."""
         if isinstance(workspace, Workspace):
-            self.workspace = workspace
-        else:
-            self.workspace = Workspace(workspace, keep=self.config.keep_tmpdir)
+            self._fixed = workspace
+        elif workspace is not None:
+            self._fixed = Workspace(workspace, keep=self.config.keep_tmpdir)
+        self._workspaces: OrderedDict[str, Workspace] = OrderedDict()
+        """Without one given, each conversation's own (:meth:`Workspace.for_conversation`)."""
+        self._key = _conversation_key(None)
+        self._workspace_lock = threading.Lock()
+        self._archive: Workspace | None = None
         self._owns_store = not (store is not None and not isinstance(store, str))
         if store is None:
-            self.store: ArchiveStore = store_for_config(self.config, self.workspace.archive_dir)
+            if self._fixed is None and not self.config.store_url:
+                # the session's own archive, for all its conversations: a directory as private as
+                # theirs, never named to the model (only keys are), removed on close as they are
+                self._archive = Workspace.for_conversation(secrets.token_hex(8), keep=self.config.keep_tmpdir)
+            home = self._fixed or self._archive
+            # (with a store URL, the directory is not used)
+            self.store: ArchiveStore = store_for_config(self.config, home.archive_dir if home else "")
         elif isinstance(store, str):
             self.store = open_store(store)
         else:
@@ -129,7 +170,11 @@ class Session(Closing):
         # what the caller's own history carries must outlive the session: if the session's store
         # goes with it (an archive in a workspace removed on close), such originals are kept in
         # the per-user archive too, and every lookup falls back to it
-        outlives = store is not None or bool(self.config.store_url) or self.workspace.keep
+        outlives = (
+            store is not None
+            or bool(self.config.store_url)
+            or (self._fixed.keep if self._fixed is not None else self.config.keep_tmpdir)
+        )
         self._durable: ArchiveStore | None = None
         self._holds = self.store
         """Where originals the caller's history carries are written (and read back)."""
@@ -151,6 +196,25 @@ class Session(Closing):
         self._states: OrderedDict[str, SessionState] = OrderedDict()
         self._lock = threading.Lock()
         self._closed = False
+
+    @property
+    def workspace(self) -> Workspace:
+        """The workspace of the conversation of the last request: the one given, else that
+        conversation's own under the user's cache dir (:meth:`Workspace.for_conversation`, named
+        from its first message, so that its previews are the same in every process); made on
+        first use. Before any request, the workspace of an empty conversation."""
+        if self._fixed is not None:
+            return self._fixed
+        return self._workspace_for(self._key)
+
+    def _workspace_for(self, key: str) -> Workspace:
+        with self._workspace_lock:
+            found = self._workspaces.get(key)
+            if found is None:
+                self._check_open()
+                found = Workspace.for_conversation(key, keep=self.config.keep_tmpdir)
+                self._workspaces[key] = found
+            return found
 
     @overload
     def prepare(
@@ -261,9 +325,15 @@ class Session(Closing):
         if state is None:
             state = SessionState()
             while len(self._states) >= self.conversations_kept:
-                self._states.popitem(last=False)
+                gone, _ = self._states.popitem(last=False)
+                # its files can be made again: a later request of it starts afresh and does
+                with self._workspace_lock:
+                    evicted = self._workspaces.pop(gone, None)
+                if evicted is not None:
+                    evicted.close()
         self._states[key] = state
         self.state = state
+        self._key = key
         return state
 
     def _prepare_request(self, body: Mapping[str, Any], format: str | Format) -> PreparedRequest:
@@ -348,8 +418,12 @@ class Session(Closing):
         """The answer to a ``recall`` or ``read_result`` call the model made; ``None`` for any
         other tool. Never raises for the model's mistakes: an unknown key or a refused path gets
         a sentence the model can act on."""
+        current = self.workspace
+        workspace: Workspace | WorkspaceReader = current
+        if self._fixed is None and len(self._workspaces) > 1:
+            workspace = _Readers(current, list(self._workspaces.values()))
         return handle_tool_call(
-            name, arguments, store=self.recall_store, workspace=self.workspace, config=self.config
+            name, arguments, store=self.recall_store, workspace=workspace, config=self.config
         )
 
     def tool_definitions(self, format: str) -> list[Any]:
@@ -371,4 +445,7 @@ class Session(Closing):
             self.store.close()
         if self._durable is not None:
             self._durable.close()
-        self.workspace.close()
+        with self._workspace_lock:  # (kept: ``workspace.path`` still says where it was)
+            held = [*self._workspaces.values(), *(w for w in (self._fixed, self._archive) if w is not None)]
+        for workspace in held:
+            workspace.close()

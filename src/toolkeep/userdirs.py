@@ -5,7 +5,8 @@
 read or write it. It holds the per-user archive (:func:`user_store_url`), where originals are
 kept whose shortened form the caller's own history carries (``Session.cap_result``,
 ``ToolLoop``): closing a session never deletes them; the store's size cap and TTL do, and
-``toolkeep store gc --store URL`` on demand.
+``toolkeep store gc --store URL`` on demand. Its ``sessions/`` subdirectory holds the session
+workspaces, named from their conversation (:meth:`toolkeep.Workspace.for_conversation`).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from pathlib import Path
 
 from .exceptions import WorkspaceError
 
-__all__ = ["USER_STORE_LIMITS", "user_cache_dir", "user_store_url"]
+__all__ = ["USER_STORE_LIMITS", "user_cache_dir", "user_sessions_dir", "user_store_url"]
 
 USER_STORE_LIMITS = "max_bytes=1G&ttl=30d"
 """The per-user archive's caps: least recently used originals go first past 1 GB, and an
@@ -31,6 +32,17 @@ def user_cache_dir() -> Path:
     belongs to another user; made 0700 again when it is ours but readable by others."""
     own = os.environ.get("TOOLKEEP_CACHE_DIR")
     path = Path(own) if own else Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "toolkeep"
+    return _private_dir(path)
+
+
+def user_sessions_dir() -> Path:
+    """``sessions/`` in :func:`user_cache_dir`, checked and made 0700 the same way: where the
+    session workspaces are (:meth:`toolkeep.Workspace.for_conversation`)."""
+    return _private_dir(user_cache_dir() / "sessions")
+
+
+def _private_dir(path: Path) -> Path:
+    """``path``, made 0700 if missing; refused unless it is a real directory of this user."""
     try:
         os.makedirs(path, mode=0o700, exist_ok=True)
         info = os.lstat(path)

@@ -3,13 +3,17 @@
 Layout (directories 0700, files 0600; toolkeep writes its files through descriptors of
 directories it checked are not symbolic links, and refuses a link planted in their place)::
 
-    toolkeep-<random>/
+    <user cache dir>/sessions/<key>/   Workspace.for_conversation(key): a Session's default
         tool-results/   budget_<id>_<hash>.txt, one per persisted output, written once
-        archive/        originals behind <<ccr:KEY>> markers (the default archive store)
+        archive/        originals behind <<ccr:KEY>> markers (when the session archives here)
         scratch/        free for the agent
 
-A persisted file's name depends only on the call id and the content, so the same history always
-names the same file and the prompt stays byte-stable.
+A persisted file's name depends only on the call id and the content, and a conversation's
+directory only on its first message, so the same history always names the same file, in any
+process, and the prompt stays byte-stable. The directory of a conversation is shared by the
+sessions that serve it (each holds a shared lock on ``<key>.lock`` beside it) and removed by the
+last one to close, unless one of them keeps it (``keep``, ``TOOLKEEP_KEEP_TMPDIR``); one nobody
+holds and nobody used for :data:`SESSION_TTL_SECONDS` is swept (a killed process's, a kept one).
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import errno
+import fcntl
 import os
 import re
 import shutil
@@ -32,11 +37,13 @@ from pathlib import Path
 from ._closing import Closing
 from .exceptions import ReaderError, WorkspaceError
 from .shorten import archive_key, utf8_chunks
+from .userdirs import user_sessions_dir
 
 __all__ = [
     "MAX_NAME_BYTES",
     "MAX_PATH_CHARS",
     "MAX_READ_BYTES",
+    "SESSION_TTL_SECONDS",
     "STALE_WRITE_SECONDS",
     "SUBDIRS",
     "TMP_PREFIX",
@@ -162,14 +169,45 @@ def atomic_write(path: str | os.PathLike[str], data: bytes | str, *, dir_fd: int
 class Workspace(Closing):
     """A session directory; removed on :meth:`close` unless it is kept.
 
-    ``Workspace()`` makes a new private directory under the system temp dir;
-    ``Workspace(path)`` uses (and creates) ``path`` and keeps it afterwards, so that another call
-    with the same path reuses its files. A path that previews could not name so that
-    ``read_result`` reads it back (see :func:`workspace_path_refusal`: a ``]``, a line break, a
-    backslash, ``…``, ``．``, bytes that are not UTF-8) is refused with :class:`WorkspaceError`.
+    ``Workspace.for_conversation(key)`` is the directory of one conversation under the user's
+    cache dir (what a :class:`~toolkeep.Session` uses by default: its path, and so every preview,
+    is the same in every process). ``Workspace()`` makes a new private directory with a random
+    name under the system temp dir; ``Workspace(path)`` uses (and creates) ``path`` and keeps it
+    afterwards, so that another call with the same path reuses its files. A path that previews
+    could not name so that ``read_result`` reads it back (see :func:`workspace_path_refusal`: a
+    ``]``, a line break, a backslash, ``…``, ``．``, bytes that are not UTF-8) is refused with
+    :class:`WorkspaceError`.
     """
 
     def __init__(self, path: str | os.PathLike[str] | None = None, *, keep: bool = False) -> None:
+        self._open(path, keep, None)
+
+    @classmethod
+    def for_conversation(cls, key: str, *, keep: bool = False) -> Workspace:
+        """The workspace of the conversation ``key`` (16 hex digits, as
+        :func:`~toolkeep.shorten.archive_key` gives): ``<user cache dir>/sessions/<key>/``.
+
+        Every session of that conversation, in any process, gets the same directory and holds it
+        (a shared ``flock`` on ``<key>.lock``); :meth:`close` removes it when no other session
+        holds it and none asked to ``keep`` it. The first opening in an hour also removes the
+        directories nobody holds and nobody opened for :data:`SESSION_TTL_SECONDS`."""
+        if not _KEY.fullmatch(key):
+            raise WorkspaceError(f"a conversation key is 16 lowercase hex digits, got {key[:40]!r}")
+        parent = user_sessions_dir().resolve()
+        if (problem := workspace_path_refusal(str(parent / key))) is not None:
+            raise WorkspaceError(f"cannot use {_show(str(parent))} for session workspaces: {problem}; "
+                                 "set TOOLKEEP_CACHE_DIR")  # fmt: skip
+        lock = _hold(parent, key, keep)
+        workspace = cls.__new__(cls)
+        try:
+            workspace._open(parent / key, keep, lock)
+        except BaseException:
+            os.close(lock)
+            raise
+        _sweep_sessions(parent)
+        return workspace
+
+    def _open(self, path: str | os.PathLike[str] | None, keep: bool, lock: int | None) -> None:
         try:
             if path is None:
                 made = tempfile.mkdtemp(prefix="toolkeep-")
@@ -180,6 +218,11 @@ class Workspace(Closing):
                     raise WorkspaceError(
                         f"cannot use the temp directory {_show(made)}: {problem}; set TMPDIR"
                     )
+            elif lock is not None:  # a conversation's: its parent is resolved, a link here refused
+                self.path = Path(path)
+                self.keep = keep
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(self.path, 0o700)
             else:
                 self.path = Path(path).expanduser()
                 if (problem := workspace_path_refusal(str(self.path.resolve()))) is not None:
@@ -189,8 +232,8 @@ class Workspace(Closing):
                 self.path.mkdir(mode=0o700, parents=True, exist_ok=True)
                 self.path = self.path.resolve()
                 self.keep = True
-            os.chmod(self.path, 0o700)
             with opened_directory(self.path) as root:
+                os.chmod(root, 0o700)
                 for sub in SUBDIRS:
                     with contextlib.suppress(FileExistsError):
                         os.mkdir(sub, 0o700, dir_fd=root)
@@ -206,7 +249,7 @@ class Workspace(Closing):
             raise WorkspaceError(f"cannot create session workspace at {where}: {exc}") from exc
         if path is not None:
             _sweep_stale_writes(self.path)
-        self._finalizer = weakref.finalize(self, _remove, self.path, self.keep)
+        self._finalizer = weakref.finalize(self, _release, self.path, lock, self.keep)
         atexit.register(self._finalizer)
 
     @property
@@ -278,6 +321,140 @@ def _remove(path: Path, keep: bool) -> None:
     if keep:
         return
     shutil.rmtree(path, ignore_errors=True)
+
+
+SESSION_TTL_SECONDS = 7 * 86_400
+"""A conversation's workspace that no session holds and none opened for this long is removed
+(by the next :meth:`Workspace.for_conversation` of any conversation, at most once an hour)."""
+_SWEEP_EVERY_SECONDS = 3_600
+_SWEPT = ".swept"
+_KEY = re.compile(r"[0-9a-f]{16}")
+_LOCK_FLAGS = os.O_RDWR | os.O_CREAT | _NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+
+
+def _hold(parent: Path, key: str, keep: bool) -> int:
+    """A descriptor of ``<parent>/<key>.lock`` holding a shared lock: while it is open, no other
+    session removes ``<parent>/<key>``. ``keep`` leaves ``<key>.keep`` beside it, which tells
+    every other session not to remove the directory either."""
+    with opened_directory(parent) as fd:
+        for _ in range(100):  # another session may remove the directory (and its lock) meanwhile
+            lock = _open_lock(f"{key}.lock", fd, parent)
+            try:
+                fcntl.flock(lock, fcntl.LOCK_SH)
+                if _still_linked(f"{key}.lock", lock, fd):
+                    os.utime(lock)  # the last use, which the sweep goes by
+                    if keep:
+                        os.close(_open_lock(f"{key}.keep", fd, parent))
+                    return lock
+            except BaseException:
+                os.close(lock)
+                raise
+            os.close(lock)  # it was removed with its directory after we opened it: again
+    raise WorkspaceError(f"cannot hold the session workspace {parent / key}: it keeps being removed")
+
+
+def _open_lock(name: str, dir_fd: int, parent: Path) -> int:
+    try:
+        return os.open(name, _LOCK_FLAGS, 0o600, dir_fd=dir_fd)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise refused_link(parent / name) from None
+        raise WorkspaceError(f"cannot open {parent / name}: {exc.strerror}") from None
+
+
+def _still_linked(name: str, lock: int, dir_fd: int) -> bool:
+    """Whether the file ``lock`` holds is still ``name`` in ``dir_fd`` (not removed meanwhile)."""
+    held = os.fstat(lock)
+    try:
+        named = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return False
+    return held.st_nlink > 0 and (named.st_dev, named.st_ino) == (held.st_dev, held.st_ino)
+
+
+def _release(path: Path, lock: int | None, keep: bool) -> None:
+    """Let go of a workspace: a private one is removed unless kept; of a conversation's, the last
+    session to hold it removes it, unless one of them kept it."""
+    if lock is None:
+        _remove(path, keep)
+        return
+    try:
+        if not keep and _exclusive(lock):
+            with opened_directory(path.parent) as fd:
+                if not os.path.lexists(path.parent / f"{path.name}.keep"):
+                    _remove_held(path.name, fd, path.parent)
+    except OSError:
+        pass  # the directory is the sweep's, then
+    finally:
+        os.close(lock)
+
+
+def _exclusive(lock: int) -> bool:
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    return True
+
+
+def _remove_held(key: str, dir_fd: int, parent: Path) -> None:
+    """Remove ``<key>/``, ``<key>.keep`` and ``<key>.lock`` (whose exclusive lock the caller
+    holds): the directory is renamed first, so no session ever opens a half-removed one."""
+    trash = f".trash-{key}-{os.getpid()}-{threading.get_ident()}"
+    with contextlib.suppress(FileNotFoundError):
+        os.rename(key, trash, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+    shutil.rmtree(parent / trash, ignore_errors=True)
+    for name in (f"{key}.keep", f"{key}.lock"):
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(name, dir_fd=dir_fd)
+
+
+def _sweep_sessions(parent: Path) -> None:
+    """Remove the conversations' workspaces nobody holds and nobody opened for
+    :data:`SESSION_TTL_SECONDS`, and what a removal cut short left; at most once an hour."""
+    now = time.time()
+    try:
+        with opened_directory(parent) as fd:
+            stamp = _open_lock(_SWEPT, fd, parent)
+            try:
+                info = os.fstat(stamp)
+                if info.st_size and info.st_mtime > now - _SWEEP_EVERY_SECONDS:
+                    return  # swept within the hour (an empty stamp was made just now: sweep)
+                os.pwrite(stamp, b"1", 0)
+                os.utime(stamp)
+            finally:
+                os.close(stamp)
+            for entry in os.scandir(fd):
+                if entry.name.startswith(".trash-"):
+                    shutil.rmtree(parent / entry.name, ignore_errors=True)
+                elif entry.name.endswith(".lock") and _KEY.fullmatch(key := entry.name[:-5]):
+                    if entry.stat(follow_symlinks=False).st_mtime < now - SESSION_TTL_SECONDS:
+                        _sweep_one(key, fd, parent, now)
+                elif _KEY.fullmatch(entry.name) and not os.path.lexists(parent / f"{entry.name}.lock"):
+                    _sweep_one(entry.name, fd, parent, now)  # its lock was lost: by its age
+    except OSError:
+        return  # a sweep is housekeeping: it never fails a session
+
+
+def _sweep_one(key: str, dir_fd: int, parent: Path, now: float) -> None:
+    had_lock = os.path.lexists(parent / f"{key}.lock")
+    lock = _open_lock(f"{key}.lock", dir_fd, parent)
+    try:
+        if not _exclusive(lock) or not _still_linked(f"{key}.lock", lock, dir_fd):
+            return  # held by a live session, or removed meanwhile
+        # the last opening touched the lock (looked at again now that nobody can open it)
+        used = os.fstat(lock).st_mtime if had_lock else _mtime(parent / key)
+        if used < now - SESSION_TTL_SECONDS:
+            _remove_held(key, dir_fd, parent)
+    finally:
+        os.close(lock)
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return os.lstat(path).st_mtime
+    except OSError:
+        return 0.0
 
 
 def split_lines(text: str) -> list[str]:

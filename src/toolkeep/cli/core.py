@@ -11,12 +11,14 @@ import click
 from ..config import Config
 from ..formats import validate
 from ..requests import read_request, validate_request
-from ..session import Session
+from ..session import Session, _conversation_key
 from ..workspace import Workspace
 from ._app import cli, dumps, format_option, read_document, write_output
+from ._settings import config_options
 
 
 @cli.command()
+@config_options
 @click.argument("source", metavar="IN")
 @click.option("-o", "--output", default="-", metavar="OUT", help="Where to write the prepared messages.")
 @format_option
@@ -34,13 +36,20 @@ def prepare(
     report_path: str | None,
     indent: int | None,
     store_url: str | None,
+    config: Config,
 ) -> None:
     """Repair, budget and compact the history in IN (a JSON file, - for stdin): a message list,
-    or a request object, written back in its shape with every other field as it was."""
+    or a request object, written back in its shape with every other field as it was.
+
+    Without --workspace, the session directory is the conversation's own under the user's cache
+    dir (named from its first message: the same input gives the same bytes in every run), kept
+    for read and recall; every setting flag also reads the variable it names."""
     document = read_document(source)
-    config = Config.from_env()
-    ws = Workspace(workspace, keep=True)
-    if workspace is None:
+    if workspace is not None:
+        ws = Workspace(workspace, keep=True)
+    else:
+        history = document if isinstance(document, list) else read_request(document).history
+        ws = Workspace.for_conversation(_conversation_key(history[0] if history else None), keep=True)
         click.echo(f"toolkeep: session workspace: {ws.path}", err=True)
     with Session(config, workspace=ws, store=store_url) as session:
         prepared, report = session.prepare(document, format=format_name)

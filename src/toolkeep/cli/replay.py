@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+import textwrap
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -20,7 +21,10 @@ from ..replay.importers import RecordedSession
 from ..replay.replay import ReplayResult
 from ..replay.tokens import DEFAULT_ENCODING, ENCODINGS, TOKEN_MODES, TokenCounter
 from ._app import InputError, cli, unreadable_json
+from ._settings import config_options
 
+WIDTH = 100
+"""Columns the default table (and every line around it) fits in; ``--wide`` shows more."""
 COST_MODEL = (
     "cost is in base-input-token units: the client caches each request's full prefix, so request k "
     "pays the price list's read price (anthropic-5m: "
@@ -32,6 +36,7 @@ COST_MODEL = (
 
 
 @cli.command()
+@config_options
 @click.argument("paths", metavar="FILE_OR_DIR...", nargs=-1, required=True, type=click.Path(exists=True))
 @click.option(
     "--format",
@@ -42,6 +47,11 @@ COST_MODEL = (
     help="Log format of every file; auto detects each.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON on stdout (no table).")
+@click.option(
+    "--wide",
+    is_flag=True,
+    help=f"A table with every column (peak context, results cut), past {WIDTH} columns.",
+)
 @click.option("--plot", "plot_path", metavar="OUT.png", help="Write a PNG of context size per turn.")
 @click.option(
     "--tokens",
@@ -62,12 +72,16 @@ COST_MODEL = (
     "--policy",
     type=click.Choice(sorted(POLICIES)),
     default=None,
+    envvar=["TOOLKEEP_POLICY"],
+    show_envvar=True,
     help="Policy of the toolkeep side (default: the config's, from the environment).",
 )
 @click.option(
     "--pricing",
     metavar="PRESET|LIST",
     default=None,
+    envvar=["TOOLKEEP_PRICING"],
+    show_envvar=True,
     help="Price list the policy decides with and both sides are priced at: "
     + ", ".join(PRESETS)
     + f", or read=R,write=W,ttl=S[,price=P] (default: TOOLKEEP_PRICING, else {DEFAULT_PRICING}).",
@@ -76,11 +90,13 @@ def replay(
     paths: tuple[str, ...],
     format_name: str,
     as_json: bool,
+    wide: bool,
     plot_path: str | None,
     token_mode: str,
     encoding: str,
     policy: str | None,
     pricing: str | None,
+    config: Config,
 ) -> None:
     """Replay recorded agent sessions turn by turn, with and without toolkeep.
 
@@ -120,7 +136,7 @@ def replay(
     if pricing:
         overrides["pricing"] = pricing
     try:
-        config = Config.from_env(None, **overrides)
+        config = config.replace(**overrides)
     except ConfigError as exc:
         raise InputError(str(exc)) from None
     if config.pricing is None:  # one price list for every session, whatever its format
@@ -140,7 +156,7 @@ def replay(
     if as_json:
         click.echo(json.dumps(document, indent=2, ensure_ascii=False))
     else:
-        _print_table(document, counter)
+        _print_table(document, counter, wide=wide)
         if plot_path:
             click.echo(f"plot written to {plot_path}")
 
@@ -224,66 +240,98 @@ def _document(
     }
 
 
-def _print_table(document: dict[str, Any], counter: TokenCounter) -> None:
+def _print_table(document: dict[str, Any], counter: TokenCounter, *, wide: bool = False) -> None:
+    """The table of the sessions and their total: within :data:`WIDTH` columns (narrower on a
+    narrower terminal), or every column with ``wide``."""
     try:
+        from rich import box
         from rich.console import Console
         from rich.table import Table
     except ImportError:
         raise InputError("the replay table needs rich: pip install 'toolkeep[cli]' (or use --json)") from None
     model = document["cost_model"]
-    table = Table(
-        title=f"toolkeep replay: policy {document['policy']}, pricing {model['pricing']}, {counter.unit}, "
-        "cost in base-input-token units",
-        title_justify="left",
+    title = (
+        f"toolkeep replay: policy {document['policy']}, pricing {model['pricing']}, {counter.unit}, "
+        "cost in base-input-token units"
     )
-    table.add_column("session", no_wrap=True, max_width=44)
-    table.add_column("format", no_wrap=True)
-    table.add_column("turns", justify="right")
-    for name in ("sent without → with", "×", "peak without → with", "cost without → with", "×"):
-        table.add_column(name, justify="right", no_wrap=True)
-    table.add_column("repairs", justify="right", min_width=7)
-    table.add_column("pers/trunc/summ", justify="right", min_width=15)
-    table.add_column("recallable", justify="right", min_width=10)
-    table.add_column("with: read/write/uncached", justify="right", no_wrap=True)
-    table.add_column("$ without → with", justify="right", no_wrap=True)
+    if wide:
+        table = Table(title=title, title_justify="left")
+        table.add_column("session", no_wrap=True, max_width=44)
+    else:
+        table = Table(
+            title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True
+        )
+        table.add_column("session", no_wrap=True, max_width=24, overflow="ellipsis")
+    table.add_column("format", no_wrap=True, max_width=None if wide else 10, overflow="ellipsis")
+    table.add_column("turns", justify="right", no_wrap=True, min_width=5)
+    for name in _columns(wide):
+        table.add_column(name, justify="right", no_wrap=True, min_width=len(name))
     for s in document["sessions"]:
-        table.add_row(*_cells(_label(s["source"], 44), s["format"], s))
+        table.add_row(*_cells(_label(s["source"], 44 if wide else 24), s["format"], s, wide))
     total = document["total"]
     table.add_section()
     n = total["sessions"]
-    table.add_row(*_cells(f"total ({n} session{'' if n == 1 else 's'})", "", total), style="bold")
-    # Piped output keeps the full width rather than the 80 columns rich assumes off a terminal.
-    Console(width=None if sys.stdout.isatty() else 220).print(table)
-    click.echo(
-        "peak: the largest request; total peak sums the sessions' peaks. recallable: archive markers in "
-        "the last request whose original the store returns."
-    )
-    click.echo(
+    table.add_row(*_cells(f"total ({n} session{'' if n == 1 else 's'})", "", total, wide), style="bold")
+    if wide:  # piped output keeps the full width rather than the 80 columns rich assumes
+        width = None if sys.stdout.isatty() else 260
+    else:
+        width = min(WIDTH, Console().width) if sys.stdout.isatty() else WIDTH
+    Console(width=width).print(table)
+    notes = [
+        "peak: the largest request; total peak sums the sessions' peaks. " if wide else "",
+        ("" if wide else "sent, cost: with toolkeep; ×: with over without. ")
+        + ("recallable" if wide else "recall")
+        + ": archive markers in the last request whose original the store returns."
+        + (
+            ""
+            if wide
+            else " --wide: without and with, peak context, results cut, cache reads and"
+            " writes, dollars; --json: everything."
+        ),
         "with: read/write/uncached: the toolkeep side's input tokens read from the cache, written to "
         "it, and sent uncached; $: what the input costs at the price list's base input price."
-    )
-    click.echo(COST_MODEL + ".")
+        if wide
+        else "",
+        COST_MODEL + ".",
+    ]
+    for note in notes:
+        if note:
+            click.echo(note if wide else textwrap.fill(note, WIDTH))
 
 
-def _cells(label: str, fmt: str, s: dict[str, Any]) -> list[str]:
+def _columns(wide: bool) -> tuple[str, ...]:
+    if wide:
+        return ("sent without → with", "×", "peak without → with", "cost without → with", "×", "repairs",
+                "pers/trunc/summ", "recallable", "with: read/write/uncached", "$ without → with")  # fmt: skip
+    return ("sent", "× sent", "cost", "× cost", "repairs", "recall")
+
+
+def _cells(label: str, fmt: str, s: dict[str, Any], wide: bool = True) -> list[str]:
     wo, wi, ratios = s["without"], s["with"], s["ratios"]
     results, rec = s["results"], s["recoverable"]
 
     def x(value: float | None) -> str:
         return "-" if value is None else f"{value:.2f}"
 
+    sent = f"{_num(wo['tokens'])} → {_num(wi['tokens'])}" if wide else _num(wi["tokens"])
+    cost = f"{_num(wo['cost'])} → {_num(wi['cost'])}" if wide else _num(wi["cost"])
+    repairs = f"{sum(s['repairs'].values()):,}"
+    recallable = f"{rec.get('recallable', 0)}/{rec.get('markers', 0)}"
+    if not wide:
+        return [label, fmt, f"{s['turns']:,}", sent, x(ratios["tokens"]), cost, x(ratios["cost"]), repairs,
+                recallable]  # fmt: skip
     return [
         label,
         fmt,
         f"{s['turns']:,}",
-        f"{_num(wo['tokens'])} → {_num(wi['tokens'])}",
+        sent,
         x(ratios["tokens"]),
         f"{_num(wo['peak_tokens'])} → {_num(wi['peak_tokens'])}",
-        f"{_num(wo['cost'])} → {_num(wi['cost'])}",
+        cost,
         x(ratios["cost"]),
-        f"{sum(s['repairs'].values()):,}",
+        repairs,
         f"{results.get('persisted', 0)}/{results.get('truncated', 0)}/{results.get('summarized', 0)}",
-        f"{rec.get('recallable', 0)}/{rec.get('markers', 0)}",
+        recallable,
         f"{_num(wi['cache_read_tokens'])}/{_num(wi['cache_write_tokens'])}/{_num(wi['uncached_tokens'])}",
         f"{wo['dollars']['total']:.2f} → {wi['dollars']['total']:.2f}",
     ]
