@@ -27,7 +27,7 @@ from urllib.parse import urlsplit
 from ..exceptions import ConfigError, StoreError
 from . import _base
 from ._base import Clock, GcResult, Limits, StoreBase, StoreStats, decode_text, encode_text, validate_key
-from .url import mask_url
+from ._masking import mask_url
 
 if TYPE_CHECKING:  # pragma: no cover
     import redis

@@ -37,6 +37,7 @@ from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 from ..config import Config
 from ..exceptions import ConfigError
 from ._base import ArchiveStore, Clock, Limits
+from ._masking import mask_url
 from .file import FileStore
 from .memory import MemoryStore
 
@@ -55,38 +56,6 @@ _REDIS_PASSED = ("db", "username", "password", "client_name", "health_check_inte
                  "max_connections", "protocol")  # fmt: skip
 """What a Redis URL hands on to redis-py (and ``ssl_*`` with ``rediss://``); anything else is
 refused here, rather than become an unexpected keyword deep inside redis-py."""
-_SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*):(?://)?")
-_PATH_SCHEMES = ("file", "sqlite", "memory")
-"""Schemes whose URLs name a place on this machine: no userinfo to hide."""
-_SECRET_PARAM = re.compile(
-    r"(?<=[?&;])([^=&;#]*(?:pass|pwd|secret|token|auth)[^=&;#]*=)[^&;#]*", re.IGNORECASE
-)
-
-
-def mask_url(url: str) -> str:
-    """``url`` with its password replaced by ``***``: the one way a store URL is shown.
-
-    Everything before the URL's last ``@`` is taken as userinfo and masked but for the user name:
-    redis-py reads the password up to the authority's last ``@``, and one holding ``/``, ``?`` or
-    ``#`` (which end the authority) is hidden too. When in doubt more is hidden (an ``@`` in a
-    later parameter hides the host as well); a URL without ``@`` keeps its host. A query parameter whose name holds ``pass``, ``pwd``,
-    ``secret``, ``token`` or ``auth`` (``password``, ``ssl_password``) is masked up to the next
-    ``&``, ``;`` or ``#`` (a value holding those must percent-encode them, as URLs do).
-
-        >>> mask_url("redis://me:p@ss:w0rd@db:6379/0?password=x&prefix=a")
-        'redis://me:***@db:6379/0?password=***&prefix=a'
-    """
-    m = _SCHEME.match(url)
-    if m is None:
-        return url  # a bare path
-    head, rest = url[: m.end()], _SECRET_PARAM.sub(r"\1***", url[m.end() :])
-    if m[1].lower() in _PATH_SCHEMES:
-        return head + rest
-    at = rest.rfind("@")
-    if at < 0:
-        return head + rest
-    user, colon, _ = rest[:at].partition(":")
-    return head + (f"{user}:***" if colon else "***") + rest[at:]
 
 
 def _quoted(url: str) -> str:
