@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from bench.faults import RedisServer
 
 import toolkeep
 from toolkeep import Config, Session, StoreError, WorkspaceError
@@ -30,7 +31,7 @@ from toolkeep.recall import recall_answer
 from toolkeep.shorten import CCR_MARKER_RE, SAVED_PATH_RE
 from toolkeep.stores.redis import RedisStore
 
-from .redis_server import _binary, _free_port, _ping
+from .redis_server import _free_port
 from .test_cli_core import one_error_line, run
 
 NOT_SAVED = "full output could not be saved: "
@@ -279,48 +280,21 @@ def test_disk_full(tiny_disk: Path) -> None:
 # ---------------------------------------------------------------------------------- Redis faults
 
 
-class DurableRedis:
-    """A redis-server that writes every command to its append-only file before answering, so a
-    SIGKILL loses nothing it acknowledged; restartable on the same port."""
-
-    def __init__(self, directory: Path) -> None:
-        binary = _binary()
-        if binary is None:
-            if os.environ.get("CI"):
-                pytest.fail("no redis-server binary, but CI must run the Redis fault tests")
-            pytest.skip("no redis-server binary")
-        self.binary = binary
-        self.directory = directory
-        self.port = _free_port()
-        self.url = f"redis://127.0.0.1:{self.port}/0"
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> None:
-        args = [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-                "--appendonly", "yes", "--appendfsync", "always", "--dir", str(self.directory)]  # fmt: skip
-        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        for _ in range(200):
-            if _ping(self.port):
-                return
-            time.sleep(0.05)
-        raise RuntimeError("redis-server did not start")
-
-    def kill(self) -> None:
-        assert self.proc is not None
-        self.proc.kill()
-        self.proc.wait()
-        self.proc = None
-
-
 @pytest.fixture
-def durable_redis(tmp_path: Path) -> Iterator[DurableRedis]:
-    server = DurableRedis(tmp_path)
+def durable_redis(tmp_path: Path) -> Iterator[RedisServer]:
+    """A redis-server that writes every command to its append-only file before answering, so a
+    SIGKILL loses nothing it acknowledged; restartable on the same port (bench/faults.py's)."""
+    try:
+        server = RedisServer(tmp_path)
+    except FileNotFoundError:
+        if os.environ.get("CI"):
+            pytest.fail("no redis-server binary, but CI must run the Redis fault tests")
+        pytest.skip("no redis-server binary")
     server.start()
     try:
         yield server
     finally:
-        if server.proc is not None:
-            server.kill()
+        server.kill()
 
 
 def test_store_unreachable_at_start(tmp_path: Path) -> None:
@@ -334,7 +308,7 @@ def test_store_unreachable_at_start(tmp_path: Path) -> None:
     assert "cannot reach the Redis archive" in line
 
 
-def test_redis_lost_mid_session(durable_redis: DurableRedis, tmp_path: Path) -> None:
+def test_redis_lost_mid_session(durable_redis: RedisServer, tmp_path: Path) -> None:
     """Redis killed mid-session: prepare goes on (valid, previews name the saved file, no marker
     promised), recall says the archive is unreachable; restarted on the same port, nothing it held
     is lost and the next prepare archives what failed."""
@@ -367,7 +341,7 @@ def test_redis_lost_mid_session(durable_redis: DurableRedis, tmp_path: Path) -> 
             assert check_honest(session, out, history, n) == (True, True)
 
 
-def test_redis_lost_before_first_prepare(durable_redis: DurableRedis, tmp_path: Path) -> None:
+def test_redis_lost_before_first_prepare(durable_redis: RedisServer, tmp_path: Path) -> None:
     """A store that dies between opening and the first prepare: the history is still prepared."""
     with Session(Config(), workspace=tmp_path / "ws", store=durable_redis.url) as session:
         durable_redis.kill()
@@ -382,7 +356,7 @@ def test_redis_lost_before_first_prepare(durable_redis: DurableRedis, tmp_path: 
 
 
 def test_stalled_redis_costs_one_timeout(
-    durable_redis: DurableRedis, tmp_path: Path, caplog: pytest.LogCaptureFixture
+    durable_redis: RedisServer, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     """A Redis server that stops answering (SIGSTOP): one call waits for the socket timeout, the
     rest of the run fails at once, and after ``retry_after`` the store is asked again."""
@@ -445,7 +419,7 @@ class StallLog:
 SOCKET_TIMEOUT, RETRY_AFTER = 0.5, 0.4
 
 
-def test_stalled_redis_fails_fast(durable_redis: DurableRedis) -> None:
+def test_stalled_redis_fails_fast(durable_redis: RedisServer) -> None:
     """A Redis server stopped with SIGSTOP, its timeouts set in the store URL: no call waits
     longer than (a small multiple of) the socket timeout, at most one call per back-off window
     times out, the window starts when that call gave up (the next timeout starts retry_after
