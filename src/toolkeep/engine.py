@@ -44,8 +44,8 @@ from .formats import Format
 from .messages import History, Message, ToolResultPart
 from .pricing import CacheExpiry
 from .report import Report
-from .steps import MISSING, Memo, Plan, Step, StepContext
-from .steps._context import FORGETFUL
+from .steps import Memo, Plan, Step, StepContext
+from .steps._context import FORGETFUL, dumped
 from .steps.pairing import first_choice_id
 from .window import WindowState, bound
 
@@ -431,7 +431,7 @@ class _Engine:
             staged = b.staged_report or Report(format=fmt.name)
             blocks[j] = replace(
                 b,
-                messages=self._dump(fmt, rendered, ctx.memo),
+                messages=dumped(fmt, rendered, ctx.memo),
                 neutral=rendered,
                 render_key=key,
                 report=Report(
@@ -545,28 +545,14 @@ class _Engine:
         if staged:  # the policy's last step is the plan: the whole stage is the measure
             return _Block(
                 start, start + len(block), calls, age_key, [], call_ids, seen_before, report, history, report,
-                stage=history, stage_out=_Engine._dump(fmt, history, memo) if bounded else [],
+                stage=history, stage_out=dumped(fmt, history, memo) if bounded else [],
             )  # fmt: skip
-        dumped = _Engine._dump(fmt, history, memo)
-        stage_out = (dumped if stage is history else _Engine._dump(fmt, stage, memo)) if bounded else []
+        out = dumped(fmt, history, memo)
+        stage_out = (out if stage is history else dumped(fmt, stage, memo)) if bounded else []
         return _Block(
-            start, start + len(block), calls, age_key, dumped, call_ids, seen_before, report,
+            start, start + len(block), calls, age_key, out, call_ids, seen_before, report,
             neutral=history, stage=stage, stage_out=stage_out,
         )  # fmt: skip
-
-    @staticmethod
-    def _dump(fmt: Format, history: History, memo: Memo) -> list[Any]:
-        """The provider form of ``history``: untouched messages as they came, rebuilt ones once."""
-        dumped = []
-        for m in history:
-            if not m.dirty:
-                dumped.append(m.raw)
-                continue
-            cached = memo.get("dump", m)
-            if cached is MISSING:
-                cached = memo.put("dump", m, fmt.dump_message(m))
-            dumped.append(cached)
-        return dumped
 
     def _commit(self, blocks: list[_Block], first_changed: int, report: Report) -> None:
         """Remember this request and fill ``report``, touching only blocks from ``first_changed``.

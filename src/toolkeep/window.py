@@ -77,7 +77,8 @@ from .policies.inputs import input_form, parsed_object
 from .policies.previews import lines_summary
 from .report import Cut
 from .shorten import carried_keys, summary_form
-from .steps import MISSING, StepContext
+from .steps import StepContext
+from .steps._context import dumped
 from .tokens import TokenCounter, default_counter
 
 __all__ = [
@@ -283,7 +284,7 @@ def bound(
     if stage is final:
         stage_out = out
     elif stage_out is None or len(stage_out) != len(stage):
-        stage_out = _dumped(fmt, stage, ctx)
+        stage_out = dumped(fmt, stage, ctx.memo)
     measure = state.sums("stage", stage_out, counts)
     sent = state.sums("out", out, counts)
     before = sent[-1] + extra
@@ -333,21 +334,6 @@ def bound(
 
 def _unit(counter: TokenCounter) -> str:
     return "tokens" if counter.exact else "tokens (chars/4)"
-
-
-def _dumped(fmt: Format, history: History, ctx: StepContext) -> list[Any]:
-    """The provider form of ``history`` (rebuilt messages dumped once per session)."""
-    if not fmt.rules.per_message:
-        return fmt.dump(history)
-    memo = ctx.memo
-    out = []
-    for m in history:
-        if not m.dirty:
-            out.append(m.raw)
-            continue
-        cached = memo.get("dump", m)
-        out.append(memo.put("dump", m, fmt.dump_message(m)) if cached is MISSING else cached)
-    return out
 
 
 class _Fold:

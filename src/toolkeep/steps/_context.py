@@ -74,6 +74,21 @@ class Memo:
         self._current = {}
 
 
+def dumped(fmt: Format, history: History, memo: Memo) -> list[Any]:
+    """The provider form of ``history``: untouched messages as they came, rebuilt ones dumped
+    once per session (kept in ``memo``); a format loaded whole is dumped whole."""
+    if not fmt.rules.per_message:
+        return fmt.dump(history)
+    out = []
+    for m in history:
+        if not m.dirty:
+            out.append(m.raw)
+            continue
+        cached = memo.get("dump", m)
+        out.append(memo.put("dump", m, fmt.dump_message(m)) if cached is MISSING else cached)
+    return out
+
+
 class _Forgetful(Memo):
     """A memo that keeps nothing, for work no later run will look up (settled blocks)."""
 
