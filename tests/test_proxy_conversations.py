@@ -15,6 +15,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+import toolkeep
 from tests.strategies import (
     agent_anthropic_histories,
     openai_chat_histories,
@@ -96,6 +97,35 @@ def test_one_state_per_conversation_and_a_bounded_table(tmp_path: Path) -> None:
     now[0] = 150.0
     table.get("anthropic", history(1, "d"))
     assert len(table) == 1  # the idle ones expired
+
+
+def test_a_conversation_the_table_drops_releases_its_pins(tmp_path: Path) -> None:
+    """The originals a conversation's markers named stay pinned in the store while it is in the
+    table; evicted, expired or at the proxy's close, its session releases them (so a capped
+    store may evict them again), and the shared workspace and store stay usable."""
+    now = [0.0]
+    store = MemoryStore()
+    table = Conversations(
+        Config(), Workspace(tmp_path / "ws", keep=True), store, max_conversations=1, idle_seconds=100,
+        clock=lambda: now[0],
+    )  # fmt: skip
+    first = table.get("anthropic", history(8, "a"))
+    first.session.prepare(history(8, "a"), "anthropic")
+    held = store.pinned()
+    assert held  # what the shortened results name
+    second = table.get("anthropic", history(8, "b"))  # the table holds one: "a" goes
+    with pytest.raises(toolkeep.SessionClosedError):
+        first.session.prepare(history(8, "a"), "anthropic")
+    assert store.pinned() == frozenset()
+    second.session.prepare(history(8, "b"), "anthropic")
+    assert store.pinned()
+    now[0] = 150.0
+    third = table.get("anthropic", history(8, "c"))  # "b" expired
+    assert store.pinned() == frozenset()
+    third.session.prepare(history(8, "c"), "anthropic")
+    table.close()
+    assert store.pinned() == frozenset() and len(table) == 0
+    assert all(store.get(key) is not None for key in held)  # released, not deleted
 
 
 @pytest.mark.parametrize("rewrite", ["rewind", "compaction"])
@@ -193,3 +223,24 @@ def test_keeping_the_last_turn_never_adds_a_violation(messages: list[Any]) -> No
     out = keep_last_turn(given_list, messages, "anthropic")
     assert len(validate(out, "anthropic")) <= len(validate(prepared, "anthropic"))
     assert out is given_list or out[-1] is messages[-1]  # unchanged, or ending in the client's own turn
+
+
+def test_the_statistics_price_with_the_configured_price_list(tmp_path: Path) -> None:
+    """The cost the stats give is at the price list the session decides with, not a fixed one:
+    OpenAI's has no write premium, so the same requests cost less unmanaged than at Anthropic's."""
+    costs = {}
+    for pricing in ("anthropic-5m", "openai"):
+        preparer = make_preparer(Config(pricing=pricing), tmp_path / pricing)
+        for n in (2, 4, 6):
+            preparer.totals.add(preparer.prepare("anthropic", body(history(n))))
+        costs[pricing] = preparer.totals.to_dict(preparer.conversations)["cost"]["unmanaged"]
+    assert costs["openai"] < costs["anthropic-5m"]
+
+
+def test_a_string_history_is_forwarded_not_counted_as_prepared(preparer: Preparer) -> None:
+    raw = json.dumps({"model": "m", "input": "hi"}).encode()
+    outcome = preparer.prepare("openai-responses", raw)
+    preparer.totals.add(outcome)
+    assert outcome.body == raw and not outcome.prepared
+    stats = preparer.totals.to_dict(preparer.conversations)
+    assert stats["forwarded"] == 1 and stats["prepared"] == 0

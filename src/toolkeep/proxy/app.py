@@ -101,6 +101,7 @@ def create_app(
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         yield
+        await anyio.to_thread.run_sync(preparer.conversations.close)  # their pins go
         if owned:
             await http.aclose()
 

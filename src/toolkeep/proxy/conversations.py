@@ -12,7 +12,6 @@ last request, which the session's engine notices and does again.
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from collections import OrderedDict
@@ -22,6 +21,7 @@ from typing import Any
 
 from ..config import Config
 from ..session import Session
+from ..session import _conversation_key as session_conversation_key
 from ..shorten import archive_key
 from ..stores import ArchiveStore
 from ..workspace import Workspace
@@ -31,10 +31,9 @@ __all__ = ["Conversation", "Conversations", "conversation_key"]
 
 
 def conversation_key(route: str, history: Sequence[Any]) -> str:
-    """The key of the conversation ``history`` belongs to: its route and its first item."""
-    first = history[0] if history else None
-    text = json.dumps([route, first], sort_keys=True, ensure_ascii=False, default=repr)
-    return archive_key(text)
+    """The key of the conversation ``history`` belongs to: its route and its first item, as a
+    :class:`~toolkeep.Session` tells its conversations apart."""
+    return archive_key(f"{route}\0{session_conversation_key(history[0] if history else None)}")
 
 
 @dataclass
@@ -82,26 +81,46 @@ class Conversations:
         """The conversation ``history`` continues, or a new one (expiring idle ones first)."""
         key = conversation_key(route, history)
         now = self.clock()
+        dropped: list[Conversation] = []
         with self._lock:
-            self._expire(now)
+            self._expire(now, dropped)
             conversation = self._table.pop(key, None)
             if conversation is None:
                 conversation = Conversation(key, self._session(), now)
                 self.started += 1
                 while len(self._table) >= self.max_conversations:
-                    self._table.popitem(last=False)
+                    dropped.append(self._table.popitem(last=False)[1])
             conversation.last_used = now
             self._table[key] = conversation
-            return conversation
+        for gone in dropped:
+            _release(gone)
+        return conversation
 
-    def _expire(self, now: float) -> None:
+    def _expire(self, now: float, dropped: list[Conversation]) -> None:
         while self._table:
             oldest = next(iter(self._table.values()))
             if now - oldest.last_used < self.idle_seconds:
                 return
-            self._table.popitem(last=False)
+            dropped.append(self._table.popitem(last=False)[1])
+
+    def close(self) -> None:
+        """Release every conversation (the proxy is stopping)."""
+        with self._lock:
+            dropped = list(self._table.values())
+            self._table.clear()
+        for gone in dropped:
+            _release(gone)
 
     def _session(self) -> Session:
         session = Session(self.config, workspace=self.workspace, store=self.store)
         session.steps = with_files(session.steps, self._min_chars)
         return session
+
+
+def _release(conversation: Conversation) -> None:
+    """Close a conversation dropped from the table, once its request in flight (if any) is done:
+    its session releases the store pins on the originals its markers named, which may then be
+    evicted under the store's caps again. The proxy's workspace and store are shared and kept
+    (the session does not own them)."""
+    with conversation.lock:
+        conversation.session.close()

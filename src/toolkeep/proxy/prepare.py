@@ -14,6 +14,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..pricing import resolve_pricing
 from ..replay.cost import request_cost, request_segments, serialize_message
 from ..replay.tokens import TokenCounter, get_counter
 from ..requests import read_request
@@ -88,7 +89,7 @@ class Totals:
     def add(self, outcome: Outcome | None) -> None:
         with self.lock:
             self.requests += 1
-            if outcome is None:
+            if outcome is None or (outcome.error is None and outcome.conversation is None):
                 self.forwarded += 1
                 return
             if outcome.error is not None:
@@ -126,8 +127,8 @@ class Totals:
                 "cuts": f.cuts,
                 "cost": {
                     "unit": "input tokens at the base price; a prefix shared with the "
-                    "conversation's last request is read from the cache at 0.1x, the rest "
-                    "written at 1.25x",
+                    "conversation's last request is read from the cache, the rest written to it, "
+                    "at the prices of the configured (or the format's) price list",
                     "unmanaged": unmanaged,
                     "managed": managed,
                     "saved": round(unmanaged - managed, 1),
@@ -159,22 +160,29 @@ class Preparer:
             return Outcome(body, error=f"the body is a JSON {type(document).__name__}, not a request object")
         request = read_request(document)
         history = request.history
-        if history is None:
-            return Outcome(body, conversation="-", error=None)
+        if history is None:  # a plain string: nothing to prepare, forwarded as it is
+            return Outcome(body)
         conversation = self.conversations.get(route, history)
+        fmt = request.format(route)
         with conversation.lock:
             prepared, report = conversation.session.prepare(document, format=route)
-            out_history = keep_last_turn(
-                drop_markers(prepared[request.key], history), history, request.format(route)
-            )
-            changed = out_history != list(history)
+            out_history = keep_last_turn(drop_markers(prepared[request.key], history), history, fmt)
+            # the session hands back the very objects it left alone: one serialization each
+            texts = {id(m): serialize_message(m) for m in history}
+            changed = (
+                len(out_history) != len(history)
+                or any(a is not b for a, b in zip(out_history, history, strict=True))
+            ) and out_history != list(history)  # (equal copies: the body goes as it came)
             system = _system_text(document)
-            before = request_segments(system, [serialize_message(m) for m in history])
+            before = request_segments(system, [texts[id(m)] for m in history])
             after = (
-                request_segments(system, [serialize_message(m) for m in out_history]) if changed else before
+                request_segments(system, [texts.get(id(m)) or serialize_message(m) for m in out_history])
+                if changed
+                else before
             )
-            unmanaged = request_cost(conversation.previous.get("unmanaged"), before, _COUNTER)
-            managed = request_cost(conversation.previous.get("managed"), after, _COUNTER)
+            pricing = resolve_pricing(self.conversations.config.pricing, fmt)
+            unmanaged = request_cost(conversation.previous.get("unmanaged"), before, _COUNTER, pricing)
+            managed = request_cost(conversation.previous.get("managed"), after, _COUNTER, pricing)
             conversation.previous = {"unmanaged": before, "managed": after}
             conversation.requests += 1
         if changed:
