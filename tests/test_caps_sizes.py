@@ -223,3 +223,25 @@ def test_without_a_key_the_path_is_the_way_back(text: str, cap: int, path: str) 
         assert frame + len(f" [full output saved to {path}]") > cap
         return
     assert len(form) <= cap and f"[full output saved to {path}]" in form
+
+
+def test_a_declared_cap_enters_with_the_tools_own_head_and_tail() -> None:
+    """A tool configured with its own head and tail that also declares a cap: the result enters
+    cut to the declared cap with the configured head and tail, as ``prepare`` would cut it, so
+    the two never disagree (the entering cut once took the plain default shape)."""
+    text = "".join(f"line {n:05d}\n" for n in range(3_000))
+
+    @toolkeep.result_cap(2_000)
+    def grep() -> str:
+        return text
+
+    config = Config(tool_caps={"grep": toolkeep.ToolCap(50_000, head=300, tail=200)})
+    response = {"content": [{"type": "tool_use", "id": "t1", "name": "grep", "input": {}}]}
+    with ToolLoop({"grep": grep}, format="anthropic", config=config) as loop:
+        (message,) = loop.results(response)
+        cut = message["content"][0]["content"]
+        assert len(cut) <= 2_000
+        assert cut.startswith(text[:300]) and not cut.startswith(text[:301])
+        assert cut.endswith(text[-200:]) and not cut.endswith(text[-201:])
+        history = [{"role": "user", "content": "go"}, {"role": "assistant", **response}, message]
+        assert loop.prepare(history)[2]["content"][0]["content"] == cut

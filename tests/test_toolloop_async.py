@@ -224,3 +224,30 @@ class TestRefusals:
                 loop.results(response)
             (message,) = asyncio.run(loop.aresults(response))  # aresults awaits what it returns
         assert message["content"] == "never"
+
+
+def test_toolkeeps_own_error_in_one_call_stops_the_others() -> None:
+    """When one call of a response fails inside toolkeep (here: the session is closed by then),
+    ``aresults`` raises that error and the sibling calls still waiting are cancelled, not left
+    running unobserved."""
+    finished: list[str] = []
+
+    async def slow() -> str:
+        await asyncio.sleep(0.5)
+        finished.append("slow")
+        return "done"
+
+    async def closes() -> str:
+        loop.session.close()
+        return "x" * 100
+
+    loop = ToolLoop({"slow": slow, "closes": closes}, format="anthropic")
+    response = response_of("anthropic", [("t1", "slow", {}), ("t2", "closes", {})])
+
+    async def run() -> None:
+        with pytest.raises(toolkeep.SessionClosedError):
+            await loop.aresults(response)
+        await asyncio.sleep(0.7)
+
+    asyncio.run(run())
+    assert finished == []

@@ -99,6 +99,9 @@ class ToolLoop(SessionOwner):
             config = config if config is not None else Config.from_env()
             config = config.replace(tool_caps={**config.tool_caps, **_declared_settings(config, declared)})
         self._hold(session, config)
+        self._declared = _declared_settings(self.session.config, declared)
+        """Each declared cap as the setting it enters with, by lowercased tool name: the one a
+        result is cut to when it enters, and (in the session this loop made) in ``prepare``."""
         self.report: Report | None = None
         """The report of the last :meth:`prepare`."""
 
@@ -171,9 +174,9 @@ class ToolLoop(SessionOwner):
 
     def _entered(self, call: ToolCall, function: Callable[..., Any], value: Any) -> tuple[str, bool]:
         text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
-        return self.cap(call.name, call.id, text, declared_cap(function)), False
+        return self.cap(call.name, call.id, text, self._declared.get(call.name.lower())), False
 
-    def cap(self, tool: str, call_id: str, text: str, cap: int | None = None) -> str:
+    def cap(self, tool: str, call_id: str, text: str, cap: int | ToolCap | None = None) -> str:
         """``text`` cut to ``tool``'s cap, or to ``cap`` (one the tool declared with
         :func:`toolkeep.result_cap`), at most that long, the full output archived where it
         outlives the session and saved first (:meth:`Session.cap_result`); or as is."""
@@ -201,7 +204,14 @@ class ToolLoop(SessionOwner):
             async with gate:
                 return await self.arun(call)
 
-        answers = await asyncio.gather(*(one(call) for call in calls))
+        tasks = [asyncio.ensure_future(one(call)) for call in calls]
+        try:
+            answers = await asyncio.gather(*tasks)
+        except BaseException:  # toolkeep's own error (a tool's is an answer): the rest are stopped
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            raise
         return self._format.result_messages(
             [(call, *answer) for call, answer in zip(calls, answers, strict=True)]
         )
