@@ -3,18 +3,18 @@
 from __future__ import annotations
 
 import sys
-from dataclasses import fields
-from typing import Any
 
 import click
 
 from ..config import Config
 from ._app import InputError, cli
+from ._settings import config_options
 
 _HINT = "toolkeep proxy needs Starlette, uvicorn and httpx: pip install 'toolkeep[proxy]'"
 
 
 @cli.command()
+@config_options
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option(
     "--port", type=click.IntRange(0, 65535), default=8787, show_default=True, help="Port (0: any free one)."
@@ -41,10 +41,6 @@ _HINT = "toolkeep proxy needs Starlette, uvicorn and httpx: pip install 'toolkee
 @click.option(
     "--store", "store_url", metavar="URL", help="Archive originals there (sqlite:///f.db, redis://...)."
 )
-@click.option(
-    "--policy", metavar="NAME", help="Policy: default (as the library's), economy (cache-aware) or seed."
-)
-@click.option("--pricing", metavar="NAME", help="Pricing the cost estimates use (TOOLKEEP_PRICING).")
 def proxy(
     host: str,
     port: int,
@@ -52,31 +48,20 @@ def proxy(
     openai_upstream: str,
     workspace: str | None,
     store_url: str | None,
-    policy: str | None,
-    pricing: str | None,
+    config: Config,
 ) -> None:
     """Serve the Anthropic Messages and OpenAI Chat Completions / Responses APIs, preparing each
-    request's history and passing everything else through byte for byte."""
-    overrides: dict[str, Any] = {}
-    if policy is not None:
-        overrides["policy"] = policy
-    if pricing is not None:
-        if "pricing" not in {f.name for f in fields(Config)}:
-            raise InputError("--pricing is not supported by this toolkeep (its Config has no pricing)")
-        overrides["pricing"] = pricing
+    request's history and passing everything else through byte for byte. Every setting flag
+    (``--policy``, ``--pricing``, ...) also reads the variable it names."""
     for name, url in (("--anthropic-upstream", anthropic_upstream), ("--openai-upstream", openai_upstream)):
         if not url.startswith(("http://", "https://")):
             raise InputError(f"{name} {url!r}: an upstream is an http:// or https:// base URL")
-    config = Config.from_env(**overrides)
     try:
         from ..proxy import make_preparer
         from ..proxy.app import Upstreams, create_app
         from ..proxy.server import serve
     except ImportError:
         raise InputError(_HINT) from None
-    from ..policies import build_steps
-
-    build_steps(config)  # an unknown policy: one line and exit 2 now, not at the first request
     preparer = make_preparer(config, workspace, store_url)
     app = create_app(preparer, Upstreams(anthropic=anthropic_upstream, openai=openai_upstream))
     if not serve(app, host, port):
