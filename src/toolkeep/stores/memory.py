@@ -104,12 +104,15 @@ class MemoryStore(StoreBase):
     def _expire(self, now: float) -> None:
         if self.limits.ttl is None:
             return
-        # the dict is in order of use, so the expired entries are a prefix (pinned ones stay)
-        pinned = self.pinned()
-        for key in list(self._data):
-            if not self.limits.expired(self._data[key].used, now):
+        # the dict is in order of use, so the expired entries are a prefix (pinned ones stay);
+        # only that prefix is read, and the pins only when it is not empty
+        expired = []
+        for key, entry in self._data.items():
+            if not self.limits.expired(entry.used, now):
                 break
-            if key not in pinned:
+            expired.append(key)
+        for key in expired:
+            if not self.is_pinned(key):
                 self._remove(key)
                 self._expirations += 1
 

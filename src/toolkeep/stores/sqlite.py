@@ -9,7 +9,6 @@ so that lone surrogates survive.
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 import sqlite3
@@ -281,14 +280,18 @@ class SQLiteStore(StoreBase):
     def _expire(self, db: sqlite3.Connection, now: float) -> int:
         if self.limits.ttl is None:
             return 0
-        # expired(used, now) is now - used >= ttl; pinned keys stay
+        # expired(used, now) is now - used >= ttl; pinned keys stay. Usually nothing has expired:
+        # the pins (as many as the session's originals) are read only when something has
+        expired = [
+            key for (key,) in db.execute("SELECT key FROM entries WHERE used <= ?", (now - self.limits.ttl,))
+        ]
+        if not expired:
+            return 0
         pinned = self._all_pins(db, now)
-        gone = db.execute(
-            "DELETE FROM entries WHERE used <= ? AND key NOT IN (SELECT value FROM json_each(?))",
-            (now - self.limits.ttl, json.dumps(sorted(pinned))),
-        ).rowcount
-        self._count(db, "expirations", gone)
-        return gone
+        gone = [(key,) for key in expired if key not in pinned]
+        db.executemany("DELETE FROM entries WHERE key = ?", gone)
+        self._count(db, "expirations", len(gone))
+        return len(gone)
 
     def _evict(self, db: sqlite3.Connection, keep: str | None) -> int:
         lim = self.limits
