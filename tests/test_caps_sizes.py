@@ -153,11 +153,15 @@ def test_result_cap_through_tool_loop(text: str, cap: int) -> None:
         assert len(sent) <= cap
 
 
+@pytest.mark.parametrize("policy", ["default", "economy"])
 @property_settings(30)
 @given(text=outputs(), cap=caps)
-def test_caps_step_and_prepare(tmp_path_factory: pytest.TempPathFactory, text: str, cap: int) -> None:
+def test_caps_step_and_prepare(
+    tmp_path_factory: pytest.TempPathFactory, text: str, cap: int, policy: str
+) -> None:
     """The pipeline's ``ToolCaps`` step alone, and a whole ``prepare`` (what every integration
-    sends its model) with a per-result limit over the cap: at most the cap, recallable."""
+    sends its model) with a per-result limit over the cap, under SPEC's policy and the
+    cache-aware one: at most the cap, recallable. (``seed`` keeps ChatCLI's fixed cap shape.)"""
     store = MemoryStore()
     out, _ = run_pipeline(pair(text), steps=[repair_pairing, ToolCaps(default=cap, caps={})], store=store)
     cut = out[2]["content"][0]["content"]
@@ -165,7 +169,7 @@ def test_caps_step_and_prepare(tmp_path_factory: pytest.TempPathFactory, text: s
         assert cut == text
     else:
         check_cut(text, cut, cap, store.get)
-    config = Config(tool_caps={"grep": ToolCap(cap, max_result_chars=max(cap, 20_000))})
+    config = Config(policy=policy, tool_caps={"grep": ToolCap(cap, max_result_chars=max(cap, 20_000))})
     with Session(config, workspace=tmp_path_factory.mktemp("ws")) as session:
         sent = session.prepare(pair(text))[0][2]["content"][0]["content"]
         if len(text) <= cap:
