@@ -25,6 +25,7 @@ from __future__ import annotations
 import atexit
 import gzip
 import hashlib
+import json
 import os
 import shutil
 import tempfile
@@ -35,7 +36,15 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-__all__ = ["DEFAULT_ENCODING", "ENCODINGS", "TOKEN_MODES", "TokenCounter", "default_counter", "get_counter"]
+__all__ = [
+    "DEFAULT_ENCODING",
+    "ENCODINGS",
+    "TOKEN_MODES",
+    "TokenCounter",
+    "default_counter",
+    "get_counter",
+    "serialize_message",
+]
 
 DEFAULT_ENCODING = "o200k_base"
 ENCODINGS = ("o200k_base", "cl100k_base")
@@ -186,3 +195,16 @@ def default_counter() -> TokenCounter:
             if _default is None:
                 _default = counter
     return _default
+
+
+def serialize_message(message: Any) -> str:
+    """The compact JSON text of one message, as it goes into a request."""
+    return json.dumps(message, ensure_ascii=False, separators=(",", ":"), default=_sdk_object)
+
+
+def _sdk_object(value: Any) -> Any:
+    # SDK message objects (pydantic models) serialize through their own dict form.
+    dump = getattr(value, "model_dump", None)
+    if callable(dump):
+        return dump(mode="json", exclude_none=True)
+    return str(value)

@@ -79,7 +79,7 @@ from .report import Cut
 from .shorten import carried_keys, summary_form
 from .steps import StepContext
 from .steps._context import dumped
-from .tokens import TokenCounter, default_counter
+from .tokens import TokenCounter, default_counter, serialize_message
 
 __all__ = [
     "DEEP_INPUTS",
@@ -103,30 +103,21 @@ _SUMMARY, _STUB = 1, 2
 _SOURCE = ("source", "JSON", "YAML", "XML", "HTML", "Markdown")
 
 
-def _json(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=_plain)
-
-
-def _plain(value: Any) -> Any:
-    dump = getattr(value, "model_dump", None)  # an SDK object: its JSON form
-    if callable(dump):
-        return dump(mode="json", exclude_none=True)
-    return str(value)
-
-
 def request_tokens(
     messages: Sequence[Any], extras: Sequence[Any] = (), counter: TokenCounter | None = None
 ) -> int:
     """Tokens of a request as the budget counts them: each message's compact JSON, one per
     message for the comma, and ``extras`` (tool definitions, system prompt), each as JSON."""
     counter = counter or default_counter()
-    return sum(counter.count_once(_json(m)) + 1 for m in messages) + extras_tokens(extras, counter)
+    return sum(counter.count_once(serialize_message(m)) + 1 for m in messages) + extras_tokens(
+        extras, counter
+    )
 
 
 def extras_tokens(extras: Sequence[Any], counter: TokenCounter | None = None) -> int:
     """Tokens of the tool definitions and system prompt sent beside the messages."""
     counter = counter or default_counter()
-    return sum(counter.count_once(_json(x)) for x in extras if x is not None)
+    return sum(counter.count_once(serialize_message(x)) for x in extras if x is not None)
 
 
 @dataclass(slots=True, eq=False)
@@ -237,7 +228,7 @@ class _Counts:
         key = id(obj)
         entry = self.new.get(key) or self.old.get(key)
         if entry is None or entry[0] is not obj:
-            text = _json(obj)
+            text = serialize_message(obj)
             tokens = self.counter.count_once(text)
             entry = (obj, tokens + 1, tokens / max(len(text), 1))
         self.new[key] = entry
@@ -249,12 +240,12 @@ class _Counts:
 
     def text(self, value: Any) -> int:
         """Tokens of a value (a form) as JSON, counted."""
-        return self.counter.count_once(_json(value))
+        return self.counter.count_once(serialize_message(value))
 
     def share(self, value: Any, message: Any) -> int:
         """Tokens of ``value``, a part of ``message`` (an object counted whole), estimated at the
         message's tokens per char: a message is counted once, not again part by part."""
-        return max(1, round(len(_json(value)) * self._entry(message)[2]))
+        return max(1, round(len(serialize_message(value)) * self._entry(message)[2]))
 
 
 def bound(
@@ -557,7 +548,7 @@ def _apply(
                         cut.append((q, p.text))
                 elif (
                     isinstance(p, ToolCallPart) and isinstance(item.obj, ToolCallPart) and p.id == item.obj.id
-                ) and len(_json(form)) < len(_json(p.arguments)):
+                ) and len(serialize_message(form)) < len(serialize_message(p.arguments)):
                     new[j] = p.with_arguments(form)
             rebuilt = replace(m, parts=tuple(new), dirty=True) if new != list(m.parts) else m
             dumped = fmt.dump_message(rebuilt) if rebuilt is not m and fmt.rules.per_message else None

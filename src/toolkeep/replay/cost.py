@@ -37,9 +37,9 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from ..pricing import DEFAULT_PRICING, PRESETS, Pricing
+from ..tokens import serialize_message
 from .tokens import TokenCounter
 
 __all__ = [
@@ -77,19 +77,6 @@ class RequestCost:
     with no write premium)."""
     dollars: tuple[float, float, float] = (0.0, 0.0, 0.0)
     """What the cache reads, the cache writes and the uncached input cost, in dollars."""
-
-
-def serialize_message(message: Any) -> str:
-    """The compact JSON text of one message, as it goes into a request."""
-    return json.dumps(message, ensure_ascii=False, separators=(",", ":"), default=_sdk_object)
-
-
-def _sdk_object(value: Any) -> Any:
-    # SDK message objects (pydantic models) serialize through their own dict form.
-    dump = getattr(value, "model_dump", None)
-    if callable(dump):
-        return dump(mode="json", exclude_none=True)
-    return str(value)
 
 
 CLOSING = "]}"
