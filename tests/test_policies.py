@@ -276,9 +276,10 @@ class TestEconomyBatching:
         assert 0.1 * len(big) * (economy.min_horizon + 1) < 1.15 * 200_000
 
 
-def page(n: int) -> str:
-    """A browser page state of ``n`` interactive elements, about 45 chars each."""
-    return "".join(f"[{1000 + i}]<button>Open report_{i}.csv</button>\n" for i in range(n))
+def page(n: int, first: int = 0) -> str:
+    """A browser page state of ``n`` interactive elements, about 45 chars each (reports from
+    ``first`` on)."""
+    return "".join(f"[{1000 + i}]<button>Open report_{first + i}.csv</button>\n" for i in range(n))
 
 
 def listing(n: int) -> str:
@@ -327,7 +328,8 @@ class TestEconomyInsurance:
         turns = [("browser_click", {"index": i}, "clicked") for i in range(3)]
         turns += [("browser_get_state", {}, page(200)), ("browser_click", {"index": 9}, "clicked")]
         turns += [("browser_click", {"index": i}, "clicked") for i in range(6)]
-        turns += [("browser_get_state", {}, page(200)), ("browser_click", {"index": 9}, "clicked")]
+        # another page: the same one again would show no name the first does not (see below)
+        turns += [("browser_get_state", {}, page(200, 500)), ("browser_click", {"index": 9}, "clicked")]
         last = texts(economy_run(session_of(turns), Economy())[-1])
         first, later = last["toolu_003"], last["toolu_011"]
         assert first.startswith("[Old tool result cleared -- ") and later.startswith(
@@ -336,6 +338,17 @@ class TestEconomyInsurance:
         assert len(json.dumps(first)) < 0.08 * len(json.dumps(page(200)))
         assert len(later) > 1.5 * len(first)
         assert later.count("report_") > 2 * first.count("report_")
+
+    def test_names_shown_before_are_not_indexed_again(self) -> None:
+        """A second copy of a page lists none of the names the first showed: the agent has them."""
+        turns = [("browser_click", {"index": i}, "clicked") for i in range(3)]
+        turns += [("browser_get_state", {}, page(200)), ("browser_click", {"index": 9}, "clicked")]
+        turns += [("browser_click", {"index": i}, "clicked") for i in range(6)]
+        turns += [("browser_get_state", {}, page(200)), ("browser_click", {"index": 9}, "clicked")]
+        last = texts(economy_run(session_of(turns), Economy())[-1])
+        first, again = last["toolu_003"], last["toolu_011"]
+        assert "\nnames: " in first and again.startswith("[Old tool result cleared -- ")
+        assert "\nnames: " not in again
 
     def test_a_prepared_history_sent_back_is_prepared_the_same(self, tmp_path: Path) -> None:
         """Old inputs the policy shortened are put back before it folds, so the savings they

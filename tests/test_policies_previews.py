@@ -10,6 +10,7 @@ from toolkeep.policies.previews import (
     excerpt_form,
     leading_lines,
     names_index,
+    names_of,
     outline,
     outline_lines,
     outline_summary,
@@ -152,8 +153,22 @@ class TestNamesIndex:
         assert names_index(text, 1_000, skip="load_config") == ["src/app/main.py", "parseArgs", "48213"]
 
     def test_line_number_prefixes_are_not_names(self) -> None:
-        """A numbered listing's own line numbers are left out."""
-        assert "120" not in names_index(SOURCE, 10_000)
+        """A numbered listing's own line numbers are no names: each goes with the first new name
+        of its line, as ``N:name``, and a line with no new name leaves its number out."""
+        text = "   118\tdef load_config(path):\n   119\t    return load_config(path)\n   120\t    x = 1"
+        assert names_index(text, 10_000) == ["118:load_config"]
+        assert "120" not in " ".join(names_index(SOURCE, 10_000))
+
+    def test_names_an_earlier_entry_or_known_show_are_left_out(self) -> None:
+        """A path's file name after the path, and names in ``known``, are not listed again."""
+        text = "see src/app/main.py then main.py and parse_args, load_config"
+        assert names_index(text, 1_000, known={"parse_args"}) == ["src/app/main.py", "load_config"]
+
+    def test_names_of_is_what_the_index_may_list(self) -> None:
+        """``names_of`` holds every name the index lists (less their line numbers)."""
+        every = names_of(SOURCE + " src/app/main.py:120: parseArgs 48213")
+        assert {"src/app/main.py", "parseArgs", "48213"} <= every
+        assert all(n.partition(":")[2] in every for n in names_index(SOURCE, 10_000))
 
     def test_budget(self) -> None:
         """The index stops when the budget is spent."""
@@ -169,7 +184,11 @@ class TestNamesIndex:
         names = names_index(text, budget, skip=skip)
         assert sum(len(n) + 1 for n in names) <= budget
         assert len(set(names)) == len(names)
-        assert all(n in text and n not in skip for n in names)
+        # an entry is a name of the text, or N:name where N is its line's number
+        bare = [
+            n.partition(":")[2] if n[:1].isdigit() and ":" in n and n.partition(":")[2] else n for n in names
+        ]
+        assert all(n in text and n not in skip for n in bare)
         every = names_index(text, 10**6, skip=skip)
         rest = iter(every)
         assert all(n in rest for n in names)  # a subsequence: the full index's order

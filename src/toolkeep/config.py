@@ -184,9 +184,10 @@ class Economy:
     """Content-aware forms with a names index (else SPEC's head+tail and one-line summary)."""
     trim_chars: int = 2_000
     summary_chars: int = 600
-    index_share: float = 0.2
-    """The names index of a shortened result takes at most this share of the original..."""
-    index_max: int = 3_000
+    index_share: float = 0.3
+    """The names index of a shortened result (the names its original shows that nothing before
+    it in the conversation did) takes at most this share of the original..."""
+    index_max: int = 10_000
     """...and at most this many chars."""
     inputs: bool = True
     """Also shorten the long strings of old tool-call inputs (file contents sent by write and

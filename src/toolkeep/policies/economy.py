@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_left
-from collections.abc import Hashable, Mapping
+from collections.abc import Container, Hashable, Mapping
 
 from ..config import Config, Economy
 from ..formats._base import text_chars
@@ -44,6 +44,7 @@ from .commands import Kind, call_kind, call_target
 from .cost import CostModel
 from .forms import Forms
 from .inputs import RestoreInputs, parsed_object
+from .previews import names_of
 from .spec import spec_steps
 
 __all__ = ["EconomyCompactor", "EconomyPlan", "economy_steps"]
@@ -75,7 +76,7 @@ class EconomyPlan:
 
     def __init__(self, economy: Economy) -> None:
         self.economy = economy
-        self.forms = Forms(economy)
+        self.forms = Forms(economy, self._prior)
         self.cost = CostModel(economy, self.forms)
         self._reset()
 
@@ -94,6 +95,33 @@ class EconomyPlan:
         self.reuse: dict[tuple[int, int], Item] = {}
         """The last trailing items by place, with what they were made of: a trailing item
         found unchanged keeps the forms it computed (the next request registers it)."""
+        self.first_shown: dict[str, tuple[int, int]] = {}
+        """Each name the registered results show, with the place of the first that shows it."""
+        self.names_indexed = 0
+        """``fold.items`` whose names are in ``first_shown``."""
+
+    def _prior(self, item: Item) -> Container[str]:
+        """The names the results before ``item`` show (its names index leaves them out): a
+        function of the history before it, so it is the same however the history arrived."""
+        items = self.fold.items
+        first = self.first_shown
+        for other in items[self.names_indexed :]:
+            if isinstance(other.obj, ToolResultPart):
+                place = (other.message, other.part)
+                for name in names_of(other.obj.full_text):
+                    first.setdefault(name, place)
+        self.names_indexed = len(items)
+        at = (item.message, item.part)
+        extra: set[str] = set()
+        registered = self.fold.registered
+        for other in self.trailing:  # those of this request: ones before it are registered
+            if (
+                other.message >= registered
+                and isinstance(other.obj, ToolResultPart)
+                and (other.message, other.part) < at
+            ):
+                extra |= names_of(other.obj.full_text)
+        return _Before(first, at, extra)
 
     def update(self, flat: History, changed: int, ctx: StepContext) -> set[int] | None:
         """Decide the request ``flat``; ``flat[:changed]`` is unchanged since the last update.
@@ -154,6 +182,7 @@ class EconomyPlan:
         # extend this one past its last assistant message
         block = bisect_left(assistants, fold.registered)
         trailing = self._items(flat, fold.registered, len(flat), block, fold.calls, {}, ctx)
+        self.trailing = [item for item, _ in trailing]  # before any form of theirs: see _prior
         reads: dict[str, Item] = {}
         superseded: set[int] = set()
         for item, target in trailing:
@@ -184,7 +213,6 @@ class EconomyPlan:
         touched = moved | side_messages | self.side_messages
         self.side = {id(item): want for item, want in moves}
         self.side_messages = side_messages
-        self.trailing = [item for item, _ in trailing]
         self.reuse = {(item.message, item.part): item for item in self.trailing}
         return None if reset else touched
 
@@ -301,6 +329,19 @@ class EconomyPlan:
         reads[target] = item
         if older is not None:
             older.superseded = True
+
+
+class _Before:
+    """The names shown before a place: first shown there earlier, or in ``extra``."""
+
+    __slots__ = ("at", "extra", "first")
+
+    def __init__(self, first: dict[str, tuple[int, int]], at: tuple[int, int], extra: set[str]) -> None:
+        self.first, self.at, self.extra = first, at, extra
+
+    def __contains__(self, name: object) -> bool:
+        place = self.first.get(name)  # type: ignore[call-overload]
+        return (place is not None and place < self.at) or name in self.extra
 
 
 def economy_steps(config: Config, economy: Economy | None = None) -> list[Step]:

@@ -10,6 +10,7 @@ computed from the original the first time it is asked for and kept on the item.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Container
 from dataclasses import replace
 from typing import Any
 
@@ -38,8 +39,13 @@ class _Unarchived(Exception):
 class Forms:
     """The forms of the items of one policy's settings."""
 
-    def __init__(self, economy: Economy) -> None:
+    def __init__(self, economy: Economy, prior: Callable[[Item], Container[str]] | None = None) -> None:
         self.economy = economy
+        self.prior = prior
+        """The names the conversation showed before an item (its names index leaves them out)."""
+
+    def _known(self, item: Item) -> Container[str]:
+        return () if self.prior is None else self.prior(item)
 
     def size(self, item: Item, tier: int, ctx: StepContext) -> int:
         """Chars of ``item`` sent at ``tier``."""
@@ -63,7 +69,7 @@ class Forms:
             else:
                 form = input_form(arguments, ctx, e.input_min_chars, e.input_head)
         elif tier == 0:
-            form = self._entry_form(item.obj)
+            form = self._entry_form(item)
         else:
             previous = self.form(item, tier - 1, ctx)
             try:
@@ -75,13 +81,16 @@ class Forms:
         item.forms[tier] = form
         return form
 
-    def _entry_form(self, p: ToolResultPart) -> str:
+    def _entry_form(self, item: Item) -> str:
         """The result as it entered: cut by a cap or the budget, that preview gets the names
         index of what it left out (decided once, at entry, so the cache never pays for it)."""
         e = self.economy
+        p = item.obj
+        assert isinstance(p, ToolResultPart)
         if p.original is None or not e.previews:
             return p.text
-        return with_names(p.text, p.original, min(e.index_max, int(len(p.original) * e.index_share)))
+        index = min(e.index_max, int(len(p.original) * e.index_share))
+        return with_names(p.text, p.original, index, self._known(item))
 
     def _result_form(self, item: Item, tier: int, ctx: StepContext) -> str:
         e = self.economy
@@ -131,4 +140,4 @@ class Forms:
             if text_chars(text) > free:  # the lines chosen overran their share
                 text = summary_form(original, content_type, keys=keys, paths=paths)
             index = min(index, free - text_chars(text) - text_chars("\nnames: "))
-        return with_names(text, original, index)
+        return with_names(text, original, index, self._known(item))

@@ -16,7 +16,7 @@ way back (``<<ccr:KEY>>``, saved path), and keeps SPEC's literal omission marker
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Container, Iterable, Sequence
 
 from ..shorten import compact_form, summary_form
 
@@ -25,6 +25,7 @@ __all__ = [
     "leading_lines",
     "lines_summary",
     "names_index",
+    "names_of",
     "outline",
     "outline_lines",
     "outline_summary",
@@ -167,31 +168,45 @@ def _name_like(word: str) -> bool:
     return "_" in word or "." in word or any(c.isdigit() for c in word) or bool(_NAME_CAMEL.search(word))
 
 
-def names_index(text: str, budget: int, *, skip: str = "") -> list[str]:
+def names_index(text: str, budget: int, *, skip: str = "", known: Container[str] = ()) -> list[str]:
     """The distinctive names in ``text`` (identifiers with ``_``, ``.``, digits or camelCase,
     paths, numbers of 3+ digits), each once, in order of appearance, that ``skip`` does not
-    already show, as many as fit in ``budget`` chars. Line-number prefixes are not names.
+    already show, as many as fit in ``budget`` chars.
 
     These are what an agent copies from an old result into a later call (a function to edit, a
     path to open, a failing test's id); listing them keeps the agent aware they exist, and the
-    archive marker next to them gives the rest back.
+    archive marker next to them gives the rest back. A name that an earlier entry already shows
+    (a path's file name after the path), or that is in ``known`` (names the conversation showed
+    before this result), is not listed again.
+
+    In a numbered listing (``cat -n``, a read tool's ``N→`` lines) a line's own number is no
+    name, but where a name is matters to an agent that goes on to edit or read around it: the
+    first new name of such a line is listed as ``N:name``.
     """
     out: list[str] = []
     seen: set[str] = set()  # every word met once, name or not: each is judged only once
+    parts: set[str] = set()  # the components and tails of the paths listed so far
     used = 0
     for line in text.split("\n"):
         match = _NUMBERED.match(line)
+        number = match.group(1) if match else ""
         for word in _NAME_WORD.findall(line[match.end(1) :] if match else line):
             word = word.strip("./-")
             if word in seen:
                 continue
             seen.add(word)
-            if not _name_like(word) or word in skip:
+            if not _name_like(word) or word in parts or word in known or word in skip:
                 continue
-            if used + len(word) + 1 > budget:
+            entry = f"{number}:{word}" if number else word
+            if used + len(entry) + 1 > budget:
                 return out
-            out.append(word)
-            used += len(word) + 1
+            out.append(entry)
+            used += len(entry) + 1
+            number = ""
+            if "/" in word:
+                pieces = word.split("/")
+                parts.update(pieces)
+                parts.update("/".join(pieces[k:]) for k in range(1, len(pieces)))
     return out
 
 
@@ -230,7 +245,21 @@ def lines_summary(
     return outline_summary(text, content_type, extra, keys=keys, paths=paths)
 
 
-def with_names(form: str, original: str, budget: int) -> str:
-    """``form`` followed by a ``names:`` line indexing what of ``original`` it does not show."""
-    names = names_index(original, budget, skip=form)
+def names_of(text: str) -> frozenset[str]:
+    """Every name in ``text`` that :func:`names_index` would judge a name."""
+    names: set[str] = set()
+    seen: set[str] = set()
+    for word in _NAME_WORD.findall(text):
+        word = word.strip("./-")
+        if word not in seen:
+            seen.add(word)
+            if _name_like(word):
+                names.add(word)
+    return frozenset(names)
+
+
+def with_names(form: str, original: str, budget: int, known: Container[str] = ()) -> str:
+    """``form`` followed by a ``names:`` line indexing what of ``original`` it does not show
+    (nor ``known``: see :func:`names_index`)."""
+    names = names_index(original, budget, skip=form, known=known)
     return form + ("\nnames: " + " ".join(names) if names else "")
