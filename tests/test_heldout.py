@@ -138,3 +138,23 @@ def test_results_subsections_kept(tmp_path: Path) -> None:
     assert body.count("### Held-out sessions") == 1 and "held-out table 2" in body
     assert "unseen table 1" in body and body.index("## Economics") < body.index("unseen table 1")
     assert body.index("held-out table 2") < body.index("## Speed") and body.endswith("fast\n")
+
+
+def test_goals_table_checks_each_goal_on_each_set(
+    built: list[tuple[heldout.Spec, list[dict[str, object]]]],
+) -> None:
+    """``bench.economics.goals`` measures the default on real sessions and marks each goal met
+    or not from the figures (a reference row it does not beat is named)."""
+    from bench.economics import goals
+    from bench.economics.run import Summary
+
+    trajectories = [_trajectory(spec.name, messages) for spec, messages in built]
+    measured = goals.measure(trajectories, references=False)
+    assert set(measured.default) == set(goals.PRICINGS)
+    assert all(0 < s.pooled <= 1.0 + 1e-9 and s.recoverable == 1.0 for s in measured.default.values())
+    beaten = Summary(pooled=0.9, median=0.9, worst=1.0, visible=0.5, recoverable=0.5, anywhere=0.5)
+    unbeaten = Summary(pooled=0.1, median=0.1, worst=1.0, visible=0.5, recoverable=0.5, anywhere=0.5)
+    measured.references = {"cheap": beaten}
+    assert "| all | 1 of 1 (met) | 1 of 1 (met) |" in goals.table(measured, measured)
+    measured.references = {"cheap": unbeaten}
+    assert "not: cheap (0.10" in goals.table(measured, measured)

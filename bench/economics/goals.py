@@ -1,0 +1,162 @@
+"""The cache-aware default against its goals, on the 27 and on the held-out sessions.
+
+``python -m bench.economics.goals [--write] [--no-references]`` replays both sets through
+``Config()`` (no arguments: the default policy, deciding with each price list in turn) and through
+every reference row, and prints one line per goal with its figure on each set. ``--write`` puts
+the table in the ``## Economics`` section of ``bench/results.md`` ("### Goals of the default").
+
+The definitions are those of ``bench/economics/README.md``; the median is over the sessions with at
+least 50,000 chars of tool output. The goals are issue 15's; none of them was tuned on the
+held-out set.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from toolkeep import Config
+from toolkeep.pricing import PRESETS
+
+from .cost import CostModel
+from .data import DATA_DIR, Trajectory, load_trajectories
+from .heldout import heldout_trajectories, tool_chars
+from .report import write_subsection
+from .run import REFERENCES, Row, Summary, all_policies, compute_facts, run_policy, summarize, toolkeep_policy
+
+GOALS_HEAD = "### Goals of the default\n"
+PRICINGS = ("anthropic-5m", "anthropic-1h", "openai", "bedrock", "gemini", "deepseek")
+BIG = 50_000
+"""Chars of tool output a session needs for the median's goal."""
+
+
+@dataclass
+class SetResult:
+    """One set's figures: the default under each price list, and each reference row."""
+
+    default: dict[str, Summary]
+    big_median: dict[str, float]
+    references: dict[str, Summary]
+
+
+def measure(trajectories: Sequence[Trajectory], references: bool) -> SetResult:
+    facts = compute_facts(trajectories)
+    names = [t.name for t in trajectories]
+    big = [t.name for t in trajectories if tool_chars(t) >= BIG]
+    policy = Config().policy
+    default: dict[str, Summary] = {}
+    big_median: dict[str, float] = {}
+    base5m: Row | None = None
+    for pricing in PRICINGS:
+        model = CostModel(pricing=PRESETS[pricing])
+        base = run_policy("unmanaged", REFERENCES["unmanaged"][1], trajectories, facts, model)
+        row = run_policy(policy, toolkeep_policy(policy, pricing=pricing), trajectories, facts, model)
+        default[pricing] = summarize(row, base, names)
+        big_median[pricing] = summarize(row, base, big).median if big else float("nan")
+        if pricing == "anthropic-5m":
+            base5m = base
+        print(f"default under {pricing}: {row.seconds:.0f}s CPU", file=sys.stderr)
+    refs: dict[str, Summary] = {}
+    if references:
+        assert base5m is not None
+        model = CostModel(pricing=PRESETS["anthropic-5m"])
+        for name, (_, make, note) in all_policies().items():
+            if name == "unmanaged" or name.startswith("toolkeep-"):
+                continue
+            if make is None:
+                print(f"{name}: skipped ({note})", file=sys.stderr)
+                continue
+            row = run_policy(name, make, trajectories, facts, model)
+            refs[name] = summarize(row, base5m, names)
+            print(f"{name}: {row.seconds:.0f}s CPU", file=sys.stderr)
+    return SetResult(default, big_median, refs)
+
+
+Check = Callable[[SetResult], tuple[str, bool]]
+
+
+def _pooled(pricing: str, goal: float) -> Check:
+    return lambda r: (f"{r.default[pricing].pooled:.3f}", r.default[pricing].pooled <= goal)
+
+
+def _median(r: SetResult) -> tuple[str, bool]:
+    m = r.big_median["anthropic-5m"]
+    return f"{m:.3f}", m <= 0.70
+
+
+def _worst(r: SetResult) -> tuple[str, bool]:
+    worst = max(s.worst for s in r.default.values())
+    return f"{worst:.3f}", worst <= 1.0 + 1e-9
+
+
+def _visible(r: SetResult) -> tuple[str, bool]:
+    s = r.default["anthropic-5m"]
+    return f"{100 * s.visible:.1f} %", s.visible >= 0.95
+
+
+def _recoverable(r: SetResult) -> tuple[str, bool]:
+    low = min(s.recoverable for s in r.default.values())
+    return f"{100 * low:.1f} %", low >= 1.0 - 1e-9
+
+
+def _references(r: SetResult) -> tuple[str, bool]:
+    if not r.references:
+        return "not run", False
+    s = r.default["anthropic-5m"]
+    beaten = [n for n, ref in r.references.items() if s.pooled < ref.pooled and s.visible > ref.visible]
+    missed = [
+        f"{n} ({ref.pooled:.2f}, {100 * ref.visible:.1f} %)"
+        for n, ref in r.references.items()
+        if n not in beaten
+    ]
+    text = f"{len(beaten)} of {len(r.references)}" + (f"; not: {', '.join(missed)}" if missed else "")
+    return text, not missed
+
+
+CHECKS: tuple[tuple[str, str, Check], ...] = (
+    ("pooled cost, `anthropic-5m`", "<= 0.40x", _pooled("anthropic-5m", 0.40)),
+    ("pooled cost, `anthropic-1h`", "<= 0.50x", _pooled("anthropic-1h", 0.50)),
+    ("pooled cost, `openai`", "<= 0.50x", _pooled("openai", 0.50)),
+    ("median session (>= 50k chars of tool output), `anthropic-5m`", "<= 0.70x", _median),
+    (f"worst session, any of {len(PRICINGS)} price lists", "<= 1.00x", _worst),
+    ("later-used facts visible", ">= 95 %", _visible),
+    ("recoverable, any price list", "100 %", _recoverable),
+    ("reference rows it is cheaper and more visible than", "all", _references),
+)
+
+
+def table(tuned: SetResult, held: SetResult) -> str:
+    lines = [
+        f"`Config()` (policy `{Config().policy}`), every request through one `Session`, as "
+        "`bench/economics/README.md` defines them. `python -m bench.economics.goals --write`.",
+        "",
+        "| measure | goal | the 27 | held-out |",
+        "|---|---|---|---|",
+    ]
+    for name, goal, check in CHECKS:
+        cells = []
+        for result in (tuned, held):
+            text, met = check(result)
+            cells.append(f"{text} {'(met)' if met else '(**not met**)'}")
+        lines.append(f"| {name} | {goal} | {cells[0]} | {cells[1]} |")
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.economics.goals", description=__doc__)
+    parser.add_argument("--write", action="store_true", help="record the table in bench/results.md")
+    parser.add_argument("--no-references", action="store_true", help="skip the reference rows")
+    args = parser.parse_args(argv)
+    tuned = measure(load_trajectories(DATA_DIR), not args.no_references)
+    held = measure(heldout_trajectories(), not args.no_references)
+    text = table(tuned, held)
+    print(text)
+    if args.write:
+        write_subsection(GOALS_HEAD, text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
