@@ -289,6 +289,13 @@ def bound(
         result, changed = _apply(fmt, out, final, cuts, state)
         return result, before + sum([counts(result[i]) - counts(out[i]) for i in changed])
 
+    def keep() -> None:
+        # the counts are kept for the next request, refused or not: else a session whose
+        # requests are refused one after another counts every message cut anew at each
+        state.counts = counts.new
+        if fold.failed:  # a save failed: the next request folds again, and so retries it
+            state.reset()
+
     result, total = fitted()
     if total > limit:
         # the fold's sum of parts fell short of the exact count: cut on, for this request only
@@ -300,6 +307,7 @@ def bound(
             if total <= limit:
                 break
         else:
+            keep()
             raise RequestTooLargeError(tokens=before, floor=total, limit=limit, unit=_unit(counter))
     where = state.locate(inputs) if cuts else {}
     report, rebuilt = ctx.report, state.rebuilt
@@ -317,9 +325,7 @@ def bound(
             report.chars_after -= len(before_text) - len(cut.text)
             report.summarized += 1
     ctx.report.tokens_after = total
-    state.counts = counts.new
-    if fold.failed:  # a save failed: the next request folds again, and so retries it
-        state.reset()
+    keep()
     return result
 
 
