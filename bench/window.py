@@ -25,7 +25,7 @@ from typing import Any
 
 import toolkeep
 from toolkeep.messages import TextPart, ToolCallPart, ToolResultPart
-from toolkeep.shorten import CCR_MARKER_RE
+from toolkeep.shorten import CCR_MARKER_RE, CLEARED
 from toolkeep.tokens import default_counter, serialize_message
 
 HERE = Path(__file__).resolve().parent
@@ -123,6 +123,8 @@ def breakdown(out: list[Any], original: list[Any]) -> dict[str, int]:
 
 
 def _result_kind(text: str) -> str:
+    if text.startswith(CLEARED):
+        return "results, cleared"
     if text.startswith("[Old tool result cleared --"):
         return "results, stub" if "\n" not in text else "results, summary"
     return "results, as the policy left them"
