@@ -46,6 +46,8 @@ class Run:
     refused: list[tuple[int, int]] = field(default_factory=list)
     """(request end, floor) of each request refused."""
     seconds: float = 0.0
+    """Wall time of ``prepare``, summed (CPU time of this process: ``cpu``)."""
+    cpu: float = 0.0
     markers: int = 0
     unrecalled: int = 0
     invalid: int = 0
@@ -63,14 +65,15 @@ def replay(history: list[Any], config: toolkeep.Config, every: int = 0) -> Run:
     ends = request_ends(history)
     with toolkeep.Session(config) as session:
         for n, end in enumerate(ends):
-            t = time.perf_counter()
+            t, c = time.perf_counter(), time.process_time()
             try:
                 out, report = session.prepare(history[:end], format="anthropic")
             except toolkeep.RequestTooLargeError as error:
-                run.seconds += time.perf_counter() - t
                 run.refused.append((end, error.floor))
                 continue
-            run.seconds += time.perf_counter() - t
+            finally:
+                run.seconds += time.perf_counter() - t
+                run.cpu += time.process_time() - c
             run.sent.append(report.tokens_after or 0)
             if every and (n % every == 0 or n == len(ends) - 1):
                 run.invalid += bool(toolkeep.validate(out, "anthropic"))
@@ -141,7 +144,7 @@ def main() -> None:
     args = parser.parse_args()
     if not args.trajectory.exists():
         sys.exit(f"{args.trajectory} is absent: this benchmark needs ../shared/bench-data")
-    unit = default_counter().unit
+    unit = default_counter().unit  # the tokenizer loads here, not in the first timed request
     history: list[Any] = json.loads(args.trajectory.read_text(encoding="utf-8"))
     ends = request_ends(history)
     config = toolkeep.Config(policy=args.policy, max_request_tokens=args.limit)
@@ -152,13 +155,13 @@ def main() -> None:
     print(
         f"max_request_tokens={args.limit:,}: {len(run.sent):,} requests fit (peak {max(run.sent, default=0):,}), "
         f"{len(run.refused):,} refused; checked: {run.invalid} invalid, {run.markers:,} markers, "
-        f"{run.unrecalled} not recalled; prepare {run.seconds:.1f} s"
+        f"{run.unrecalled} not recalled; prepare {run.seconds:.1f} s ({run.cpu:.1f} s CPU)"
     )
     if args.time:
         plain = replay(history, toolkeep.Config(policy=args.policy))
         print(
-            f"without the budget: prepare {plain.seconds:.1f} s; with / without: "
-            f"{run.seconds / plain.seconds:.1f}x"
+            f"without the budget: prepare {plain.seconds:.1f} s ({plain.cpu:.1f} s CPU); with / without: "
+            f"{run.seconds / plain.seconds:.1f}x ({run.cpu / plain.cpu:.1f}x CPU)"
         )
     if not run.refused:
         return

@@ -170,6 +170,8 @@ class WindowState:
     """The cuts of the last request, by message and part: each item with its form."""
     counts: dict[int, tuple[Any, int, float]] = field(default_factory=dict)
     """Tokens of each message object of the last request (kept for the next)."""
+    texts: dict[str, int] = field(default_factory=dict)
+    """Tokens of the messages the last request cut, by their JSON text (see :meth:`_Counts.cut`)."""
     rebuilt: dict[int, tuple[Message, Hashable, Message, Any, list[tuple[ToolResultPart, str]]]] = field(
         default_factory=dict
     )
@@ -183,10 +185,10 @@ class WindowState:
     """The caller's last messages, and the index of each by ``id``."""
 
     def reset(self) -> None:
-        """Forget the fold (counts stay: they are of the objects counted)."""
-        counts, series = self.counts, self.series
+        """Forget the fold (counts stay: they are of the objects and texts counted)."""
+        counts, series, texts = self.counts, self.series, self.texts
         self.__init__()  # type: ignore[misc]
-        self.counts, self.series = counts, series
+        self.counts, self.series, self.texts = counts, series, texts
 
     def sums(self, name: str, objs: list[Any], counts: _Counts) -> list[int]:
         """Prefix sums of the counts of ``objs``: those of the last list of that name where
@@ -229,6 +231,8 @@ class _Counts:
     def __init__(self, state: WindowState, counter: TokenCounter) -> None:
         self.old = state.counts
         self.new: dict[int, tuple[Any, int, float]] = {}
+        self.old_texts = state.texts
+        self.texts: dict[str, int] = {}
         self.counter = counter
 
     def _entry(self, obj: Any) -> tuple[Any, int, float]:
@@ -244,6 +248,22 @@ class _Counts:
     def __call__(self, obj: Any) -> int:
         """Tokens of a message object as sent (with its comma)."""
         return self._entry(obj)[1]
+
+    def cut(self, obj: Any) -> int:
+        """Tokens of a message object the budget cut (with its comma). A format that dumps whole
+        histories gives every message a fresh object at each request: an object not counted
+        before is looked up by its text, among the messages the last request cut."""
+        key = id(obj)
+        entry = self.new.get(key) or self.old.get(key)
+        if entry is None or entry[0] is not obj:
+            text = serialize_message(obj)
+            tokens = self.texts.get(text) or self.old_texts.get(text)
+            if tokens is None:
+                tokens = self.counter.count_once(text)
+            self.texts[text] = tokens
+            entry = (obj, tokens + 1, tokens / max(len(text), 1))
+        self.new[key] = entry
+        return entry[1]
 
     def text(self, value: Any) -> int:
         """Tokens of a value (a form) as JSON, counted."""
@@ -294,12 +314,12 @@ def bound(
 
     def fitted() -> tuple[list[Any], int]:
         result, changed = _apply(fmt, out, final, cuts, state)
-        return result, before + sum([counts(result[i]) - counts(out[i]) for i in changed])
+        return result, before + sum([counts.cut(result[i]) - counts(out[i]) for i in changed])
 
     def keep() -> None:
         # the counts are kept for the next request, refused or not: else a session whose
         # requests are refused one after another counts every message cut anew at each
-        state.counts = counts.new
+        state.counts, state.texts = counts.new, counts.texts
         if fold.failed:  # a save failed: the next request folds again, and so retries it
             state.reset()
 
