@@ -430,3 +430,19 @@ class TestClearedInput:
             {**form, CLEARED_ENTRY: f"see {form[CLEARED_ENTRY]}"},
         ):
             assert self.restored(forged, ctx) == forged
+
+
+class TestBench:
+    def test_floor_breakdown_adds_up_to_the_request(self, tmp_path: Path) -> None:
+        """bench/window.py's breakdown of a floor: every token of the request in one category,
+        the budget's forms among them, on a request cut to its floor."""
+        from bench.window import breakdown, floor_request
+
+        history = session_history(10, size=6_000, write=4_000, tool="Bash")
+        with pytest.raises(toolkeep.RequestTooLargeError) as caught:
+            prepare(toolkeep.Config(max_request_tokens=1_000), history, tmp_path)
+        out = floor_request(history, caught.value.floor, "default")
+        parts = breakdown(out, history)
+        assert sum(parts.values()) == request_tokens(out) == caught.value.floor
+        assert parts["results, cleared"] > 0 and parts["call inputs, cut"] > 0
+        assert parts["last user turn"] > parts["envelopes"] > 0
