@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -19,7 +20,10 @@ from hypothesis import strategies as st
 import toolkeep
 from toolkeep.messages import ToolResultPart
 from toolkeep.pipeline import POLICIES
+from toolkeep.policies.inputs import CLEARED_ENTRY, RestoreInputs, cleared_input
 from toolkeep.shorten import CCR_MARKER_RE
+from toolkeep.steps import StepContext
+from toolkeep.stores import MemoryStore
 from toolkeep.tokens import get_counter
 from toolkeep.window import request_tokens
 
@@ -35,6 +39,7 @@ from .strategies import (
 )
 
 REPO = Path(__file__).resolve().parents[1]
+CLEARED = re.compile(r"\[result cleared\] <<ccr:([0-9a-f]{16})>>")
 
 
 def session_history(turns: int, size: int = 20_000, write: int = 0, tool: str = "Read") -> list[Any]:
@@ -130,6 +135,41 @@ class TestBound:
                 assert "chars omitted from old tool call input" in inputs
         assert sizes == sorted(sizes, reverse=True)
 
+    def test_last_resorts_clear_results_then_inputs(self, tmp_path: Path) -> None:
+        """Past the stubs and the deep input cuts, results are cleared to ``[result cleared]
+        <<ccr:KEY>>``, oldest first, and only then call inputs, to their short entries and
+        ``"_cleared": "<<ccr:KEY>>"``; each comes back whole from its marker."""
+        history = session_history(10, size=6_000, write=4_000, tool="Bash")
+        originals = list(results(history).values())
+        calls = [m["content"][0]["input"] for m in history if m["role"] == "assistant"]
+        sizes, seen = [], set()
+        for limit in range(8_000, 7_350, -50):
+            config = toolkeep.Config(max_request_tokens=limit)
+            with toolkeep.Session(config, workspace=tmp_path / str(limit)) as session:
+                out, report = session.prepare(history, format="anthropic")
+                assert report.tokens_after <= limit and toolkeep.validate(out, "anthropic") == []
+                texts = list(results(out).values())
+                inputs = [m["content"][0]["input"] for m in out if m["role"] == "assistant"]
+                assert texts[-1] == originals[-1] and inputs[-1] == calls[-1]  # the last turn
+                cleared = [CLEARED.fullmatch(text) for text in texts[:-1]]
+                emptied = [CLEARED_ENTRY in arguments for arguments in inputs[:-1]]
+                results_cleared, inputs_cleared = sum(map(bool, cleared)), sum(emptied)
+                # the oldest first, and inputs only once every old result is cleared
+                assert not any(cleared[results_cleared:]) and not any(emptied[inputs_cleared:])
+                assert inputs_cleared == 0 or results_cleared == len(cleared)
+                for found, original in zip(cleared[:results_cleared], originals, strict=False):
+                    assert found is not None and session.recall(found[1]) == original
+                for arguments, original in zip(inputs[:inputs_cleared], calls, strict=False):
+                    assert arguments == {"path": original["path"], CLEARED_ENTRY: arguments[CLEARED_ENTRY]}
+                    key = CCR_MARKER_RE.fullmatch(arguments[CLEARED_ENTRY])
+                    assert key is not None and json.loads(session.recall(key[1]) or "") == original
+            sizes.append(report.tokens_after)
+            seen.add((results_cleared, inputs_cleared))
+        assert sizes == sorted(sizes, reverse=True)
+        # every stage passed through: none, some and all results, then some and all inputs
+        assert {(0, 0), (9, 9)} <= seen
+        assert any(0 < r < 9 for r, _ in seen) and any(0 < i < 9 for _, i in seen)
+
     def test_no_budget_counts_nothing(self, tmp_path: Path) -> None:
         _out, report = prepare(toolkeep.Config(), session_history(3), tmp_path)
         assert report.tokens_before is None and "tokens" not in report.to_dict()
@@ -182,17 +222,37 @@ class TestBound:
             {},
         )
 
-    def test_fed_back_history_gives_the_same_request(self, tmp_path: Path) -> None:
-        """An agent that sends back the prepared history (cut results, cut inputs) plus the next
-        turn gets what a raw agent gets: every budget form is restored first."""
-        history = session_history(10, size=6_000, write=4_000, tool="Bash")
-        config = toolkeep.Config(max_request_tokens=8_000)
+    @pytest.mark.parametrize("fmt", ["anthropic", "openai-chat"])
+    @pytest.mark.parametrize(
+        ("limit", "form"), [(8_000, "chars omitted from old tool call input"), (7_000, CLEARED_ENTRY)]
+    )
+    def test_fed_back_history_gives_the_same_request(
+        self, fmt: str, limit: int, form: str, tmp_path: Path
+    ) -> None:
+        """An agent that sends back the prepared history (cut results, cut inputs, cleared
+        ones; OpenAI's inputs are JSON strings) plus the next turn gets what a raw agent gets:
+        every budget form is restored first."""
+        history = to_format(session_history(10, size=6_000, write=4_000, tool="Bash"), fmt)
+        config = toolkeep.Config(max_request_tokens=limit)
         with toolkeep.Session(config, workspace=tmp_path) as session:
-            once, _ = session.prepare(history[:15], format="anthropic")
-            assert "chars omitted from old tool call input" in json.dumps(once)
-            fed, _ = session.prepare([*once, *history[15:]], format="anthropic")
-            raw, _ = session.prepare(history, format="anthropic")
+            once, _ = session.prepare(history[:15], format=fmt)
+            assert form in json.dumps(once)
+            fed, _ = session.prepare([*once, *history[15:]], format=fmt)
+            raw, _ = session.prepare(history, format=fmt)
         assert json.dumps(fed) == json.dumps(raw)
+
+    @pytest.mark.parametrize("fmt", ["anthropic", "openai-chat"])
+    def test_cleared_forms_come_back_whole(self, fmt: str, tmp_path: Path) -> None:
+        """A history prepared down to cleared results and inputs, sent back under a budget it
+        fits whole, is prepared as the raw history is: each cleared form is its original again."""
+        history = to_format(session_history(10, size=6_000, write=4_000, tool="Bash"), fmt)
+        with toolkeep.Session(toolkeep.Config(max_request_tokens=7_000), workspace=tmp_path) as session:
+            once, _ = session.prepare(history, format=fmt)
+        assert "[result cleared] <<ccr:" in json.dumps(once) and CLEARED_ENTRY in json.dumps(once)
+        with toolkeep.Session(toolkeep.Config(max_request_tokens=100_000), workspace=tmp_path) as session:
+            back, _ = session.prepare(once, format=fmt)
+            raw, _ = session.prepare(history, format=fmt)
+        assert json.dumps(back) == json.dumps(raw)
 
     def test_estimate_without_a_tokenizer(self) -> None:
         """Without tiktoken the count is chars/4, and the budget still holds in it."""
@@ -317,3 +377,73 @@ class TestEveryFormat:
                 made = set(CCR_MARKER_RE.findall(p.text)) - set(CCR_MARKER_RE.findall(original[p.call_id]))
                 for key in made:  # the markers toolkeep wrote (a result may quote one)
                     assert session.recall(key) is not None
+
+
+ARGUMENTS = {"path": "src/a.py", "content": "x" * 500, "mode": 3, "flags": ["a"], "big": {"k": "v" * 80}}
+
+
+class TestClearedInput:
+    """The last resort for call inputs (:func:`toolkeep.policies.inputs.cleared_input`) and its
+    way back (``RestoreInputs``)."""
+
+    @staticmethod
+    def context(store: bool = True) -> StepContext:
+        return StepContext(toolkeep.get_format("anthropic"), store=MemoryStore() if store else None)
+
+    @staticmethod
+    def restored(form: Any, ctx: StepContext) -> Any:
+        messages = [user("go"), assistant(tool_use("t1", "Write", input=form)), user(tool_result("t1", "ok"))]
+        history = RestoreInputs()(toolkeep.get_format("anthropic").load(messages), ctx)
+        return history[1].calls[0].arguments
+
+    def test_short_entries_stay_the_rest_behind_one_marker(self) -> None:
+        ctx = self.context()
+        form = cleared_input(ARGUMENTS, ctx, 40)
+        assert form == {"path": "src/a.py", "mode": 3, "flags": ["a"], CLEARED_ENTRY: form[CLEARED_ENTRY]}
+        key = CCR_MARKER_RE.fullmatch(form[CLEARED_ENTRY])
+        assert key is not None and json.loads(ctx.lookup(key[1]) or "") == ARGUMENTS
+        assert self.restored(form, ctx) == ARGUMENTS
+        # a JSON string stays one, and its original is archived as it came (byte for byte)
+        text = json.dumps(ARGUMENTS, indent=1)
+        cleared = cleared_input(text, ctx, 40)
+        assert isinstance(cleared, str) and json.loads(cleared) == {
+            **form,
+            CLEARED_ENTRY: json.loads(cleared)[CLEARED_ENTRY],
+        }
+        found = CCR_MARKER_RE.search(cleared)
+        assert found is not None and ctx.lookup(found[1]) == text
+
+    def test_left_as_it_is(self) -> None:
+        ctx = self.context()
+        for arguments in ({"path": "a", "n": 1}, {CLEARED_ENTRY: "x" * 100}, "not json", ["x" * 100]):
+            assert cleared_input(arguments, ctx, 40) is arguments
+        # no store: cleared, with no way back to name
+        assert cleared_input(ARGUMENTS, self.context(store=False), 40)[CLEARED_ENTRY] == "[input cleared]"
+
+    def test_restored_only_when_it_is_the_form(self) -> None:
+        ctx = self.context()
+        form = cleared_input(ARGUMENTS, ctx, 40)
+        other = ctx.archive(json.dumps({"content": "y" * 100}))
+        for forged in (
+            {**form, "path": "src/b.py"},  # a kept entry that is not the original's
+            {"mode": 3, "path": "src/a.py", "flags": ["a"], CLEARED_ENTRY: form[CLEARED_ENTRY]},  # reordered
+            {"path": "src/a.py", CLEARED_ENTRY: f"<<ccr:{other}>>"},  # another original
+            {**form, CLEARED_ENTRY: f"see {form[CLEARED_ENTRY]}"},
+        ):
+            assert self.restored(forged, ctx) == forged
+
+
+class TestBench:
+    def test_floor_breakdown_adds_up_to_the_request(self, tmp_path: Path) -> None:
+        """bench/window.py's breakdown of a floor: every token of the request in one category,
+        the budget's forms among them, on a request cut to its floor."""
+        from bench.window import breakdown, floor_request
+
+        history = session_history(10, size=6_000, write=4_000, tool="Bash")
+        with pytest.raises(toolkeep.RequestTooLargeError) as caught:
+            prepare(toolkeep.Config(max_request_tokens=1_000), history, tmp_path)
+        out = floor_request(history, caught.value.floor, "default")
+        parts = breakdown(out, history)
+        assert sum(parts.values()) == request_tokens(out) == caught.value.floor
+        assert parts["results, cleared"] > 0 and parts["call inputs, cut"] > 0
+        assert parts["last user turn"] > parts["envelopes"] > 0

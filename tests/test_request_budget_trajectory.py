@@ -52,8 +52,9 @@ def test_largest_trajectory_within_150k(policy: str) -> None:
     result = replay(policy)
     assert max(result["sent"]) <= LIMIT
     assert result["keys"] > 0 and not result["unrecalled"]
-    # a request is refused only when no shortening can fit it: with every old result stubbed and
-    # every old input cut, what is left (checked in replay: its floor) is over the limit
+    # a request is refused only when no shortening can fit it: with every old result and input
+    # cleared down to its marker, what is left (checked in replay: its floor) is over the limit
+    # (bench/window.py breaks that floor down)
     print(
         f"\n{policy}: {len(result['sent'])} of {result['requests']} requests sent, peak "
         f"{max(result['sent']):,} tokens; {len(result['refused'])} refused (first at message "

@@ -13,7 +13,7 @@ import pytest
 
 import toolkeep
 from toolkeep.pipeline import POLICIES
-from toolkeep.shorten import archive_key, compact_form, summary_form
+from toolkeep.shorten import archive_key, cleared_form, compact_form, summary_form
 from toolkeep.stores import MemoryStore
 
 from .test_format_contract import history_in, session_history
@@ -42,8 +42,17 @@ def result(messages: list[Any]) -> str:
         f"see <<ccr:{KEY}>> for details",
         f"[Old tool result cleared -- 3 lines, 10 chars, text] <<ccr:{KEY}>>",
         f"{ORIGINAL[:40]}\n[... 5 chars omitted from old tool result ...] <<ccr:{KEY}>>\nfoo",
+        f"[result cleared] <<ccr:{KEY}>> and then some",
+        f"[result cleared] <<ccr:{'0' * 16}>> <<ccr:{KEY}>>",
     ],
-    ids=["issue-example", "mention", "wrong-counts", "wrong-omission"],
+    ids=[
+        "issue-example",
+        "mention",
+        "wrong-counts",
+        "wrong-omission",
+        "cleared-and-more",
+        "cleared-of-another",
+    ],
 )
 def test_a_quoted_marker_pulls_nothing_in(quoted: str) -> None:
     store = MemoryStore()
@@ -59,8 +68,10 @@ def test_a_quoted_marker_pulls_nothing_in(quoted: str) -> None:
         summary_form(ORIGINAL, "text", keys=[KEY]),
         compact_form(ORIGINAL, 2_000, 500, keys=[KEY]),
         compact_form(ORIGINAL, 0, 0, keys=[KEY]),
+        cleared_form(keys=[KEY]),
+        cleared_form(keys=[KEY, "0" * 16]),
     ],
-    ids=["summary", "compact", "compact-empty"],
+    ids=["summary", "compact", "compact-empty", "cleared", "cleared-carrying"],
 )
 def test_toolkeeps_own_forms_are_restored(form: str) -> None:
     store = MemoryStore()

@@ -14,6 +14,7 @@ from toolkeep.shorten import (
     archive_key,
     cap_form,
     carried_keys,
+    cleared_form,
     compact_form,
     format_size,
     line_count,
@@ -127,6 +128,12 @@ class TestForms:
         assert summary_form(text, "Go source", keys=[K1]) == (
             "[Old tool result cleared -- 450 lines, 28K chars, Go source] <<ccr:0123456789abcdef>>"
         )
+
+    def test_cleared_form(self) -> None:
+        """``[result cleared] <<ccr:K>>``: the markers, each once; the saved path only without one."""
+        assert cleared_form(keys=[K1, K2, K1], paths=["/p"]) == f"[result cleared] {marker(K1)} {marker(K2)}"
+        assert cleared_form(keys=[], paths=["/p"]) == "[result cleared] [full output saved to /p]"
+        assert cleared_form(keys=[]) == "[result cleared]"
 
     def test_markers_never_duplicated(self) -> None:
         """A key or path already in the kept text is not added again; repeated keys appear once."""

@@ -98,8 +98,9 @@ class ReaderError(ToolkeepError):
 
 class RequestTooLargeError(ToolkeepError, ValueError):
     """A prepared request cannot fit ``Config.max_request_tokens``, even with every old result
-    stubbed and every old call input shortened: what is left (the last user turn, the text of
-    the conversation, the tool definitions and the system prompt) is larger. Raised before
+    and every old call input cleared down to its marker: what is left (the last user turn, the
+    text of the conversation, the messages' own JSON, the tool definitions and the system
+    prompt) is larger. Raised before
     anything is sent; nothing of the caller's is changed.
 
     ``tokens``: the request's tokens as the policy prepared it; ``floor``: the fewest it could be

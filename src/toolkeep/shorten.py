@@ -10,6 +10,7 @@ Forms (``KEY`` is :func:`archive_key` of the original, ``PATH`` a persisted copy
     preview   head + "\\n\\n... [N chars omitted -- full output saved to PATH] <<ccr:KEY>>\\n\\n" + tail
     compact   head + "\\n[... N chars omitted from old tool result ...] <<ccr:KEY>>\\n" + tail
     summary   "[Old tool result cleared -- L lines, S chars, TYPE] <<ccr:KEY>>"
+    cleared   "[result cleared] <<ccr:KEY>>" (the request budget's last resort)
 """
 
 from __future__ import annotations
@@ -21,10 +22,12 @@ from collections.abc import Iterable, Iterator
 __all__ = [
     "CCR_MARKER_RE",
     "CHUNK_CHARS",
+    "CLEARED",
     "SAVED_PATH_RE",
     "archive_key",
     "cap_form",
     "carried_keys",
+    "cleared_form",
     "compact_form",
     "format_size",
     "line_count",
@@ -284,3 +287,15 @@ def summary_form(text: str, content_type: str, *, keys: Iterable[str], paths: It
         f"{format_size(len(text))} chars, {content_type}]"
     )
     return line + _way_back(line, keys, paths)
+
+
+CLEARED = "[result cleared]"
+"""The words of :func:`cleared_form`."""
+
+
+def cleared_form(*, keys: Iterable[str], paths: Iterable[str] = ()) -> str:
+    """The request budget's last form of a result: a few words and its markers, nothing of the
+    original: 19 o200k tokens with one marker, where the summary line alone takes about 30. The saved path goes in
+    only when there is no marker (a run without a store): the marker is the way back."""
+    keys = list(keys)
+    return CLEARED + _way_back(CLEARED, keys, () if keys else paths)

@@ -11,7 +11,12 @@ shortens, oldest first:
    use again (:func:`toolkeep.policies.previews.lines_summary`, about :data:`SUMMARY_CHARS`);
 2. then results, to a one-line stub: SPEC's summary line alone, ``[Old tool result cleared --
    L lines, S chars, TYPE] <<ccr:KEY>> [full output saved to PATH]``;
-3. then the long strings of old tool-call inputs (:mod:`toolkeep.policies.inputs`).
+3. then the long strings of old tool-call inputs (:mod:`toolkeep.policies.inputs`);
+4. then, the last resorts, results cleared to ``[result cleared] <<ccr:KEY>>``
+   (:func:`toolkeep.shorten.cleared_form`: 19 o200k tokens where the stub takes about 30 and
+   more with a path), and call inputs cleared to their short entries and ``"_cleared":
+   "<<ccr:KEY>>"``, the input whole in the archive
+   (:func:`toolkeep.policies.inputs.cleared_input`).
 
 Every original is archived before its result or input is cut (a store that refuses it leaves it
 whole), the forms carry every way back the policy's form carried, and ``restore_originals``
@@ -41,8 +46,8 @@ a measure that never shrinks, and folds over the history's requests:
   shortens), so a request that fits in it fits as sent;
 - *the fold*: at each assistant message of the history (each earlier request) and at the end
   (this request), the cuts above are taken, oldest first, until that request's measure fits
-  ``N`` less :data:`MARGIN`; a cut once taken stays. Three watermarks over the results and inputs
-  in order say which are cut: a session keeps them with a checkpoint per request, so a growing
+  ``N`` less :data:`MARGIN`; a cut once taken stays. A watermark per cut over the results or
+  inputs in order says which are cut: a session keeps them with a checkpoint per request, so a growing
   history folds only its new requests, and an edit folds again from the request it changed.
 
 A history sent back as it was prepared is restored whole first (results by
@@ -73,10 +78,10 @@ from .exceptions import RequestTooLargeError
 from .formats import Format
 from .messages import History, Message, Part, ToolCallPart, ToolResultPart
 from .policies.commands import call_kind
-from .policies.inputs import input_form, parsed_object
+from .policies.inputs import cleared_input, input_form, parsed_object
 from .policies.previews import lines_summary
 from .report import Cut
-from .shorten import carried_keys, summary_form
+from .shorten import carried_keys, cleared_form, summary_form
 from .steps import StepContext
 from .steps._context import dumped
 from .tokens import TokenCounter, default_counter, serialize_message
@@ -99,7 +104,9 @@ the economy policy's, ``Economy.input_min_chars`` and ``input_head``)."""
 MARGIN = 0.01
 """Share of the budget the fold leaves free for the error of adding up counts of parts."""
 
-_SUMMARY, _STUB = 1, 2
+_SUMMARY, _STUB, _CLEARED = 1, 2, 3
+_CLEARED_KEEP = 40
+"""A cleared call input keeps its strings of at most this many chars (a path, a flag)."""
 _SOURCE = ("source", "JSON", "YAML", "XML", "HTML", "Markdown")
 
 
@@ -163,6 +170,8 @@ class WindowState:
     """The cuts of the last request, by message and part: each item with its form."""
     counts: dict[int, tuple[Any, int, float]] = field(default_factory=dict)
     """Tokens of each message object of the last request (kept for the next)."""
+    texts: dict[str, int] = field(default_factory=dict)
+    """Tokens of the messages the last request cut, by their JSON text (see :meth:`_Counts.cut`)."""
     rebuilt: dict[int, tuple[Message, Hashable, Message, Any, list[tuple[ToolResultPart, str]]]] = field(
         default_factory=dict
     )
@@ -176,10 +185,10 @@ class WindowState:
     """The caller's last messages, and the index of each by ``id``."""
 
     def reset(self) -> None:
-        """Forget the fold (counts stay: they are of the objects counted)."""
-        counts, series = self.counts, self.series
+        """Forget the fold (counts stay: they are of the objects and texts counted)."""
+        counts, series, texts = self.counts, self.series, self.texts
         self.__init__()  # type: ignore[misc]
-        self.counts, self.series = counts, series
+        self.counts, self.series, self.texts = counts, series, texts
 
     def sums(self, name: str, objs: list[Any], counts: _Counts) -> list[int]:
         """Prefix sums of the counts of ``objs``: those of the last list of that name where
@@ -222,6 +231,8 @@ class _Counts:
     def __init__(self, state: WindowState, counter: TokenCounter) -> None:
         self.old = state.counts
         self.new: dict[int, tuple[Any, int, float]] = {}
+        self.old_texts = state.texts
+        self.texts: dict[str, int] = {}
         self.counter = counter
 
     def _entry(self, obj: Any) -> tuple[Any, int, float]:
@@ -237,6 +248,22 @@ class _Counts:
     def __call__(self, obj: Any) -> int:
         """Tokens of a message object as sent (with its comma)."""
         return self._entry(obj)[1]
+
+    def cut(self, obj: Any) -> int:
+        """Tokens of a message object the budget cut (with its comma). A format that dumps whole
+        histories gives every message a fresh object at each request: an object not counted
+        before is looked up by its text, among the messages the last request cut."""
+        key = id(obj)
+        entry = self.new.get(key) or self.old.get(key)
+        if entry is None or entry[0] is not obj:
+            text = serialize_message(obj)
+            tokens = self.texts.get(text) or self.old_texts.get(text)
+            if tokens is None:
+                tokens = self.counter.count_once(text)
+            self.texts[text] = tokens
+            entry = (obj, tokens + 1, tokens / max(len(text), 1))
+        self.new[key] = entry
+        return entry[1]
 
     def text(self, value: Any) -> int:
         """Tokens of a value (a form) as JSON, counted."""
@@ -287,7 +314,14 @@ def bound(
 
     def fitted() -> tuple[list[Any], int]:
         result, changed = _apply(fmt, out, final, cuts, state)
-        return result, before + sum([counts(result[i]) - counts(out[i]) for i in changed])
+        return result, before + sum([counts.cut(result[i]) - counts(out[i]) for i in changed])
+
+    def keep() -> None:
+        # the counts are kept for the next request, refused or not: else a session whose
+        # requests are refused one after another counts every message cut anew at each
+        state.counts, state.texts = counts.new, counts.texts
+        if fold.failed:  # a save failed: the next request folds again, and so retries it
+            state.reset()
 
     result, total = fitted()
     if total > limit:
@@ -300,6 +334,7 @@ def bound(
             if total <= limit:
                 break
         else:
+            keep()
             raise RequestTooLargeError(tokens=before, floor=total, limit=limit, unit=_unit(counter))
     where = state.locate(inputs) if cuts else {}
     report, rebuilt = ctx.report, state.rebuilt
@@ -317,9 +352,7 @@ def bound(
             report.chars_after -= len(before_text) - len(cut.text)
             report.summarized += 1
     ctx.report.tokens_after = total
-    state.counts = counts.new
-    if fold.failed:  # a save failed: the next request folds again, and so retries it
-        state.reset()
+    keep()
     return result
 
 
@@ -353,7 +386,7 @@ class _Fold:
             checkpoints[-1].boundary > same or (checkpoints[-1].boundary == len(state.stage) != len(stage))
         ):
             checkpoints.pop()
-        last = checkpoints[-1] if checkpoints else _Checkpoint(-1, (0, 0, 0, 0), 0, 0, 0, 0)
+        last = checkpoints[-1] if checkpoints else _Checkpoint(-1, (0,) * len(_cuts(state)), 0, 0, 0, 0)
         if undone is not None and undone != last.marks:
             _undo(state, last.marks, undone)
         del state.results[last.results :], state.inputs[last.inputs :]
@@ -431,8 +464,18 @@ class _Fold:
 
 def _cuts(state: WindowState) -> tuple[tuple[list[_Item], int], ...]:
     """The cuts in the order they are taken, each over its items oldest first: results to
-    their summary, results to their stub, call inputs shortened, call inputs shortened deep."""
-    return ((state.results, _SUMMARY), (state.results, _STUB), (state.inputs, 1), (state.inputs, 2))
+    their summary, results to their stub, call inputs shortened, call inputs shortened deep;
+    then the last resorts: results cleared, call inputs cleared. Each takes an item to its next
+    level (an item is cut by one only once every item is past the cut before it)."""
+    results, inputs = state.results, state.inputs
+    return (
+        (results, _SUMMARY),
+        (results, _STUB),
+        (inputs, 1),
+        (inputs, 2),
+        (results, _CLEARED),
+        (inputs, _CLEARED),
+    )
 
 
 def _undo(state: WindowState, marks: tuple[int, ...], undone: tuple[int, ...]) -> None:
@@ -467,6 +510,8 @@ def _form(item: _Item, level: int, ctx: StepContext) -> Any:
     """The item's form at ``level``; ``None`` when its original could not be archived."""
     p = item.obj
     if isinstance(p, ToolCallPart):
+        if level == _CLEARED:
+            return cleared_input(p.arguments, ctx, _CLEARED_KEEP)
         e = ctx.config.economy
         min_chars, head = (e.input_min_chars, e.input_head) if level == 1 else DEEP_INPUTS
         if isinstance(p.arguments, str):  # a JSON string (OpenAI): shortened as the object
@@ -481,6 +526,8 @@ def _form(item: _Item, level: int, ctx: StepContext) -> Any:
             return None
     keys = ([item.key] if item.key else []) + carried_keys(original)
     paths = [p.saved_path] if p.saved_path else []
+    if level == _CLEARED:
+        return cleared_form(keys=keys, paths=paths)
     content_type = detect_content_type(original)
     if level == _STUB:
         return summary_form(original, content_type, keys=keys, paths=paths)
@@ -500,11 +547,10 @@ def _form(item: _Item, level: int, ctx: StepContext) -> Any:
 def _further(state: WindowState, ctx: StepContext) -> list[dict[int, dict[int, tuple[_Item, Any]]]]:
     """Cuts past the fold's, in its order, in batches of growing size (for this request only)."""
     last = state.checkpoints[-1]
-    counts = (last.results, last.results, last.inputs, last.inputs)
     order = [
         (level, item)
-        for (items, level), mark, count in zip(_cuts(state), last.marks, counts, strict=True)
-        for item in items[mark:count]
+        for (items, level), mark in zip(_cuts(state), last.marks, strict=True)
+        for item in items[mark : last.results if items is state.results else last.inputs]
     ]
     batches: list[dict[int, dict[int, tuple[_Item, Any]]]] = []
     size, n = 1, 0

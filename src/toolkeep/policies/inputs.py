@@ -7,6 +7,10 @@ The economy policy cuts each long string of an old call's arguments to its head 
 ``restore_originals`` does for results, so the policy sees what it saw then. A step changes a
 call only through :meth:`ToolCallPart.with_arguments`; each format writes the arguments back in
 its own shape.
+
+The request budget's last resort (:mod:`toolkeep.window`) goes further: :func:`cleared_input`
+keeps only an old call's short entries (a path, a flag) and puts the whole input in the archive,
+behind one more entry, ``"_cleared": "<<ccr:KEY>>"``; :class:`RestoreInputs` puts that back too.
 """
 
 from __future__ import annotations
@@ -17,13 +21,18 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..messages import History, Message, ToolCallPart
-from ..shorten import marker
+from ..shorten import CCR_MARKER_RE, marker
 from ..steps import Step, StepContext
+from ..tokens import serialize_message
 
-__all__ = ["RestoreInputs", "input_form", "parsed_object"]
+__all__ = ["CLEARED_ENTRY", "RestoreInputs", "cleared_input", "input_form", "parsed_object"]
 
 _OMITTED = " chars omitted from old tool call input ...]"
 _OMITTED_TAIL = re.compile(r"\n\[\.\.\. (\d+)" + re.escape(_OMITTED) + r" <<ccr:([0-9a-f]{16})>>\Z")
+
+
+CLEARED_ENTRY = "_cleared"
+"""The entry of a cleared call input (:func:`cleared_input`) that holds its way back."""
 
 
 MAX_DEPTH = 32
@@ -50,6 +59,50 @@ def input_form(value: Any, ctx: StepContext, min_chars: int, head: int, depth: i
     if isinstance(value, list):
         return [input_form(v, ctx, min_chars, head, depth + 1) for v in value]
     return value
+
+
+def cleared_input(arguments: Any, ctx: StepContext, keep: int) -> Any:
+    """``arguments`` (a call's input, a mapping or the JSON string of one) cleared, the request
+    budget's last resort: only its short entries (a string of at most ``keep`` chars, a list or
+    object whose JSON is, a number, a boolean, a null: what names the call, a path or a flag),
+    and ``"_cleared": "<<ccr:KEY>>"``, ``KEY`` the archived input whole (the string as it came,
+    or the mapping's compact JSON). A string stays a JSON string. ``arguments`` itself when
+    nothing would go, when it has an entry of that name, or when the archive refuses it (no
+    way back)."""
+    parsed = parsed_object(arguments)
+    if parsed is None or CLEARED_ENTRY in parsed:
+        return arguments
+    form = {k: v for k, v in parsed.items() if not _long(v, keep)}
+    if len(form) == len(parsed):
+        return arguments
+    key = ctx.archive(arguments if isinstance(arguments, str) else serialize_message(arguments))
+    if ctx.unarchived(key):
+        return arguments
+    form[CLEARED_ENTRY] = marker(key) if key else "[input cleared]"  # a run without a store
+    return json.dumps(form, ensure_ascii=False) if isinstance(arguments, str) else form
+
+
+def _long(value: Any, keep: int) -> bool:
+    """True for a string, list or object over ``keep`` chars (as JSON, but a string's own)."""
+    if isinstance(value, str):
+        return len(value) > keep
+    return isinstance(value, list | Mapping) and len(serialize_message(value)) > keep
+
+
+def _uncleared(parsed: Mapping[str, Any], ctx: StepContext) -> str | None:
+    """The archived input that ``parsed`` is the cleared form of (:func:`cleared_input`): the
+    original behind its ``_cleared`` marker, when that is an object without such an entry that
+    holds every entry ``parsed`` kept, in the same order."""
+    value = parsed.get(CLEARED_ENTRY)
+    found = CCR_MARKER_RE.fullmatch(value) if isinstance(value, str) else None
+    text = ctx.lookup(found[1]) if found is not None else None
+    original = parsed_object(text)
+    if original is None or CLEARED_ENTRY in original:
+        return None
+    kept = [k for k in parsed if k != CLEARED_ENTRY]
+    if [k for k in original if k in parsed] != kept or any(original[k] != parsed[k] for k in kept):
+        return None
+    return text
 
 
 def parsed_object(arguments: Any) -> Any:
@@ -89,12 +142,14 @@ class RestoreInputs(Step):
                     parsed = parsed_object(arguments)
                     if parsed is None:
                         continue
-                    restored = _restored(parsed, ctx)
-                    if restored is not parsed:
-                        parts[j] = part.with_arguments(json.dumps(restored))
+                    whole = _uncleared(parsed, ctx)
+                    restored = _restored(parsed, ctx) if whole is None else parsed
+                    if whole is not None or restored is not parsed:
+                        parts[j] = part.with_arguments(whole or json.dumps(restored))
                         changed = True
                 elif isinstance(arguments, Mapping):
-                    arguments = _restored(arguments, ctx)
+                    whole = _uncleared(arguments, ctx)
+                    arguments = _restored(arguments, ctx) if whole is None else json.loads(whole)
                     if arguments is not part.arguments:
                         parts[j] = part.with_arguments(arguments)
                         changed = True

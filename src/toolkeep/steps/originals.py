@@ -11,7 +11,15 @@ import re
 from dataclasses import replace
 
 from ..messages import History, ToolResultPart
-from ..shorten import CCR_MARKER_RE, SAVED_PATH_RE, carried_keys, format_size, line_count
+from ..shorten import (
+    CCR_MARKER_RE,
+    CLEARED,
+    SAVED_PATH_RE,
+    archive_key,
+    carried_keys,
+    format_size,
+    line_count,
+)
 from ._context import MISSING, StepContext, block_local, iter_results, replace_results
 
 __all__ = ["restore_originals"]
@@ -19,6 +27,7 @@ __all__ = ["restore_originals"]
 _SUMMARY = re.compile(r"\[Old tool result cleared -- (\d+) lines, ([0-9.]+[KM]?) chars, [^\]\n]*\]")
 _CAP = re.compile(r"\n\n\[TRUNCATED (\d+) chars omitted, (\d+) kept\][^\n]*\n\n")
 _PREVIEW = re.compile(r"\n\n\.\.\. \[([\d,]+) chars omitted -- [^\n]*\n\n")
+_CLEARED = re.compile(re.escape(CLEARED) + r" <<ccr:([0-9a-f]{16})>>(?: <<ccr:[0-9a-f]{16}>>)*")
 _COMPACT = re.compile(r"\n\[\.\.\. (\d+) chars omitted from old tool result \.\.\.\][^\n]*(?:\n|\Z)")
 
 
@@ -73,6 +82,9 @@ def _derived_from(text: str, original: str) -> bool:
 
 
 def _is_form(text: str, original: str) -> bool:
+    cleared = _CLEARED.fullmatch(text)
+    if cleared is not None:  # nothing of the original in it: its first marker must be the original's
+        return cleared[1] == archive_key(original)
     summary = _SUMMARY.match(text)
     if summary is not None:  # the summary, alone or followed by lines of the original
         return int(summary[1]) == line_count(original) and summary[2] == format_size(len(original))
