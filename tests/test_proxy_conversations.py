@@ -244,3 +244,41 @@ def test_a_string_history_is_forwarded_not_counted_as_prepared(preparer: Prepare
     assert outcome.body == raw and not outcome.prepared
     stats = preparer.totals.to_dict(preparer.conversations)
     assert stats["forwarded"] == 1 and stats["prepared"] == 0
+
+
+def codex_history(results: int, command: str = "python run.py", lines: int = 120) -> list[dict[str, Any]]:
+    """A Responses input as Codex CLI sends it: developer and user messages, then one
+    ``exec_command`` call a turn (its arguments a JSON string) answered by a
+    ``function_call_output`` item that carries an ``id`` of its own, as Codex's do."""
+    items: list[dict[str, Any]] = [
+        {"type": "message", "role": "developer", "content": [{"type": "input_text", "text": "be brief"}]},
+        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "run it"}]},
+    ]
+    for n in range(results):
+        call = f"call_{n:02d}"
+        output = "Process exited with code 0\nOutput:\n" + "".join(
+            f"step {n}.{i}: computed value {i * 7919 % 1000} for item {i}\n" for i in range(lines)
+        )
+        items += [
+            {"type": "function_call", "name": "exec_command", "call_id": call,
+             "arguments": json.dumps({"cmd": f"{command} {n}"})},
+            {"type": "function_call_output", "id": f"fco_{n:040d}", "call_id": call, "output": output},
+        ]  # fmt: skip
+    return items
+
+
+def test_a_codex_conversation_is_shortened_under_the_cache_aware_policy(tmp_path: Path) -> None:
+    """Economy's first batch, with nothing saved to pay for it, must be lean summaries whose move
+    costs nothing; they were sized for an output item without Codex's ``id``, so each overran
+    what is free by a few dozen chars and no batch was ever made."""
+    preparer = make_preparer(Config(policy="economy", pricing="openai"), tmp_path / "ws")
+    h = codex_history(8)
+    for n in range(1, 9):
+        out = sent(preparer, h[: 2 + 2 * n], "openai-responses")["input"]
+    outputs = [item["output"] for item in out if item["type"] == "function_call_output"]
+    original = [item["output"] for item in h if item["type"] == "function_call_output"]
+    assert outputs[-1] == original[-1]  # the last turn goes whole
+    shortened = [n for n, (a, b) in enumerate(zip(outputs, original, strict=True)) if a != b]
+    assert len(shortened) >= 5 and shortened == list(range(len(shortened)))  # the older ones
+    assert all("full output saved to " in outputs[n] for n in shortened)
+    assert validate(out, "openai-responses") == []
