@@ -237,6 +237,17 @@ def test_the_statistics_price_with_the_configured_price_list(tmp_path: Path) -> 
     assert costs["openai"] < costs["anthropic-5m"]
 
 
+def test_the_statistics_price_each_route_as_its_policy_decides(tmp_path: Path) -> None:
+    """Without a configured price list, a route's requests are priced with the one its format
+    suggests, as the cache-aware policy decides with it: OpenAI's bills no cache write, so a
+    first request (nothing cached) costs its size there, and 1.25x its size at Anthropic's."""
+    preparer = make_preparer(Config(), tmp_path / "ws")
+    for route, key, write in (("anthropic", "messages", 1.25), ("openai-responses", "input", 1.0)):
+        first = [{"role": "user", "content": f"hello from {route}"}]
+        figures = preparer.prepare(route, body(first, key)).figures
+        assert figures.cost_unmanaged == figures.tokens_before * write > 0
+
+
 def test_a_string_history_is_forwarded_not_counted_as_prepared(preparer: Preparer) -> None:
     raw = json.dumps({"model": "m", "input": "hi"}).encode()
     outcome = preparer.prepare("openai-responses", raw)

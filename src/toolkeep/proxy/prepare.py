@@ -14,7 +14,8 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..pricing import resolve_pricing
+from ..formats import get_format
+from ..pricing import Pricing, resolve_pricing
 from ..replay.cost import request_cost, request_segments, serialize_message
 from ..replay.tokens import TokenCounter, get_counter
 from ..requests import read_request
@@ -143,6 +144,7 @@ class Preparer:
     def __init__(self, conversations: Conversations) -> None:
         self.conversations = conversations
         self.totals = Totals()
+        self._prices: dict[str, Pricing] = {}
 
     def prepare(self, route: str, body: bytes) -> Outcome:
         """The body to send upstream for ``body``, never raising (see the module docstring)."""
@@ -165,22 +167,23 @@ class Preparer:
         conversation = self.conversations.get(route, history)
         fmt = request.format(route)
         with conversation.lock:
+            texts = [serialize_message(m) for m in history]
             prepared, report = conversation.session.prepare(document, format=route)
             out_history = keep_last_turn(drop_markers(prepared[request.key], history), history, fmt)
             # the session hands back the very objects it left alone: one serialization each
-            texts = {id(m): serialize_message(m) for m in history}
+            by_id = {id(m): text for m, text in zip(history, texts, strict=True)}
             changed = (
                 len(out_history) != len(history)
                 or any(a is not b for a, b in zip(out_history, history, strict=True))
             ) and out_history != list(history)  # (equal copies: the body goes as it came)
             system = _system_text(document)
-            before = request_segments(system, [texts[id(m)] for m in history])
+            before = request_segments(system, texts)
             after = (
-                request_segments(system, [texts.get(id(m)) or serialize_message(m) for m in out_history])
+                request_segments(system, [by_id.get(id(m)) or serialize_message(m) for m in out_history])
                 if changed
                 else before
             )
-            pricing = resolve_pricing(self.conversations.config.pricing, fmt)
+            pricing = self._pricing(route)
             unmanaged = request_cost(conversation.previous.get("unmanaged"), before, _COUNTER, pricing)
             managed = request_cost(conversation.previous.get("managed"), after, _COUNTER, pricing)
             conversation.previous = {"unmanaged": before, "managed": after}
@@ -204,6 +207,16 @@ class Preparer:
                 managed.cost,
             ),
         )
+
+    def _pricing(self, route: str) -> Pricing:
+        """The price list the route's requests are decided and priced with: the configured one,
+        else the one the route's format suggests (as the session's policy resolves it)."""
+        found = self._prices.get(route)
+        if found is None:
+            found = self._prices[route] = resolve_pricing(
+                self.conversations.config.pricing, get_format(route)
+            )
+        return found
 
 
 def _system_text(document: dict[str, Any]) -> str | None:
