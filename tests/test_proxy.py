@@ -402,30 +402,28 @@ def test_a_replica_killed_mid_stream_gives_an_error_and_loses_nothing(
 def test_two_replicas_sharing_redis_give_one_replicas_bytes(
     upstream: ScriptedUpstream, tmp_path: Path, redis_url: str
 ) -> None:
-    store = f"{redis_url}?prefix={redis_server.fresh_prefix()}"
-    args = (
-        "--anthropic-upstream",
-        upstream.url,
-        "--workspace",
-        str(tmp_path),
-        "--store",
-        store,
-        "--policy",
-        "default",
-    )
+    """Under the cache-aware policy (which decides with time too), each request to the other
+    replica: the bytes one replica alone sends (over a store of its own, so that it decides
+    from nothing the pair recorded), and a retry on the other replica sends them again."""
+
+    def args(prefix: str) -> tuple[str, ...]:
+        store = f"{redis_url}?prefix={prefix}"
+        return ("--anthropic-upstream", upstream.url, "--workspace", str(tmp_path), "--store", store,
+                "--policy", "economy")  # fmt: skip
+
     history = read_history(6)
-    with ProxyProcess(*args) as a, ProxyProcess(*args) as b:
-        alternating = []
-        for n in range(1, 7):  # each request to the other replica
-            replica = (a, b)[n % 2]
-            httpx.post(f"{replica.url}/v1/messages", json={"model": "echo", "messages": history[: 1 + 2 * n]})
-            alternating.append(last(upstream, "/v1/messages")["body"])
-    with ProxyProcess(*args) as one:
-        alone = []
-        for n in range(1, 7):
-            httpx.post(f"{one.url}/v1/messages", json={"model": "echo", "messages": history[: 1 + 2 * n]})
-            alone.append(last(upstream, "/v1/messages")["body"])
-    assert alternating == alone
+
+    def send(replica: ProxyProcess, n: int) -> str:
+        httpx.post(f"{replica.url}/v1/messages", json={"model": "echo", "messages": history[: 1 + 2 * n]})
+        return str(last(upstream, "/v1/messages")["body"])
+
+    shared = args(redis_server.fresh_prefix())
+    with ProxyProcess(*shared) as a, ProxyProcess(*shared) as b:
+        alternating = [send((a, b)[n % 2], n) for n in range(1, 7)]
+        retried = send(a, 6)  # request 6 went to b
+    with ProxyProcess(*args(redis_server.fresh_prefix())) as one:
+        alone = [send(one, n) for n in range(1, 7)]
+    assert alternating == alone and retried == alone[-1]
     assert "full output saved to" in alone[-1]
 
 

@@ -293,3 +293,57 @@ def test_a_codex_conversation_is_shortened_under_the_cache_aware_policy(tmp_path
     assert len(shortened) >= 5 and shortened == list(range(len(shortened)))  # the older ones
     assert all("full output saved to " in outputs[n] for n in shortened)
     assert validate(out, "openai-responses") == []
+
+
+class Replicas:
+    """Proxies under the cache-aware policy over one workspace path and one store, reading one
+    wall clock (replicas on machines whose clocks agree), sent the growing requests of one
+    conversation of big reads."""
+
+    def __init__(self, root: Path, count: int, store: MemoryStore | None = None) -> None:
+        self.now = 1_000.0
+        self.store = store if store is not None else MemoryStore()
+        config = Config(policy="economy")
+        self.proxies = [
+            Preparer(Conversations(config, Workspace(root, keep=True), self.store, wall_clock=self.clock))
+            for _ in range(count)
+        ]
+        self.history = history(10)
+
+    def clock(self) -> float:
+        return self.now
+
+    def send(self, n: int, replica: int, after: float = 1.0) -> bytes:
+        """Request ``n`` (``n + 1`` results), ``after`` seconds after the one before it."""
+        self.now += after
+        outcome = self.proxies[replica].prepare("anthropic", body(self.history[: 3 + 2 * n]))
+        assert outcome.error is None, outcome.error
+        return outcome.body
+
+
+GAP = {3: 600.0}
+"""Request 3 comes ten minutes after request 2: past the 5-minute cache's TTL."""
+
+
+def test_replicas_sharing_a_store_give_one_replicas_bytes_whatever_the_gaps(tmp_path: Path) -> None:
+    """The cache-aware policy decides a request sent after the cache expired differently (every
+    due move is made there) and the requests after it knowing that: each replica must learn the
+    gaps and which requests found the cache expired from the shared store, not from its own
+    memory of the requests it happened to get."""
+    alone = Replicas(tmp_path, 1)
+    one = [alone.send(n, 0, GAP.get(n, 1.0)) for n in range(10)]
+    steady = Replicas(tmp_path, 1)
+    assert [steady.send(n, 0) for n in range(10)][3:] != one[3:]  # the gap changed the output
+    alternating = Replicas(tmp_path, 2)
+    assert [alternating.send(n, n % 2, GAP.get(n, 1.0)) for n in range(10)] == one
+    joining = Replicas(tmp_path, 3)  # a third replica gets its first request at request 6
+    assert [joining.send(n, 2 if n >= 6 else n % 2, GAP.get(n, 1.0)) for n in range(10)] == one
+
+
+def test_a_retry_on_another_replica_later_gives_the_first_answers_bytes(tmp_path: Path) -> None:
+    """A request sent again (a client's retry, to whichever replica) is decided as it was the
+    first time, however much later it comes."""
+    pair = Replicas(tmp_path, 2)
+    sent = [pair.send(n, 0) for n in range(5)]
+    assert pair.send(4, 1, after=900.0) == sent[4]  # past the TTL, elsewhere: the same bytes
+    assert pair.send(4, 0, after=900.0) == sent[4]

@@ -168,7 +168,16 @@ class Preparer:
         fmt = request.format(route)
         with conversation.lock:
             texts = [serialize_message(m) for m in history]
-            prepared, report = conversation.session.prepare(document, format=route)
+            session = conversation.session
+            timeline = self.conversations.timeline
+            if timeline is not None:  # the policy decides with time: from the shared records
+                state = session._state_for(history)
+                moment = timeline.moment(conversation.key, history, texts, state)
+                timeline.apply(moment, state)
+                session.clock = lambda: moment.time
+            prepared, report = session.prepare(document, format=route)
+            if timeline is not None:
+                timeline.record(moment, state)
             out_history = keep_last_turn(drop_markers(prepared[request.key], history), history, fmt)
             # the session hands back the very objects it left alone: one serialization each
             by_id = {id(m): text for m, text in zip(history, texts, strict=True)}
