@@ -252,10 +252,25 @@ def test_an_upstream_base_with_a_path_gets_the_request_path_appended(
         b'{"model": "echo", "messages": 5}',
         b'["a", "list"]',
         b'{"model": "echo", "messages": [{"role": "user", "content": "x"}], "input": []}',
-        # shortened, it could not be written back: 1e400 is no number JSON can hold after reading
+        # a number past a float's range (valid JSON), in a history toolkeep would shorten
         json.dumps({"model": "echo", "messages": read_history(3)}).encode()[:-1] + b', "n": 1e400}',
+        json.dumps({"model": "echo", "messages": read_history(3)})
+        .encode()
+        .replace(b'"/f0"}', b'"/f0", "x": -1E999}'),
+        # names Python's parser takes and JSON does not
+        b'{"model": "echo", "temperature": NaN, "messages": [{"role": "user", "content": "x"}]}',
+        b'{"model": "echo", "messages": [{"role": "user", "content": "x"}], "top_p": -Infinity}',
     ],
-    ids=["not-json", "messages-not-a-list", "a-list", "two-histories", "unwritable-number"],
+    ids=[
+        "not-json",
+        "messages-not-a-list",
+        "a-list",
+        "two-histories",
+        "1e400",
+        "in-a-call",
+        "nan",
+        "infinity",
+    ],
 )
 def test_what_cannot_be_prepared_is_forwarded_unchanged_with_one_line(
     proxy: ProxyProcess, upstream: ScriptedUpstream, raw: bytes

@@ -157,6 +157,36 @@ def test_preparing_failures_fail_open(preparer: Preparer) -> None:
         assert outcome.body == raw and outcome.error and "\n" not in outcome.error
 
 
+@pytest.mark.parametrize(
+    "number", ["1e400", "-1E+999", "1e309", "NaN", "Infinity", "-Infinity"], ids=lambda n: n.lower()
+)
+@pytest.mark.parametrize("where", ["a field", "a call's input", "the first message"])
+def test_a_body_with_a_number_json_cannot_carry_goes_out_as_it_came(
+    tmp_path: Path, number: str, where: str
+) -> None:
+    """``1e400`` is valid JSON that reads as ``inf``, and ``NaN`` / ``Infinity`` are not JSON but
+    Python reads them: none can be written back as it came, so the body goes out byte for byte,
+    with the reason, before any conversation's state is touched (nothing prepared, nothing
+    recorded, nothing saved)."""
+    preparer = make_preparer(Config(policy="economy"), tmp_path / "ws")
+    h = history(6)
+    raw = body(h)
+    if where == "a field":
+        raw = raw.replace(b'"max_tokens": 5', b'"max_tokens": 5, "temperature": ' + number.encode())
+    elif where == "a call's input":
+        raw = raw.replace(b'"file_path": "/f3"', b'"file_path": "/f3", "n": ' + number.encode())
+    else:
+        raw = raw.replace(b'"content": "read the files"', b'"content": [' + number.encode() + b"]")
+    assert number.encode() in raw
+    outcome = preparer.prepare("anthropic", raw)
+    assert outcome.body == raw and outcome.error is not None and "\n" not in outcome.error
+    assert not outcome.prepared and preparer.conversations.started == 0
+    assert not (tmp_path / "ws" / "tool-results").exists() or not any(
+        (tmp_path / "ws" / "tool-results").iterdir()
+    )
+    assert sent(preparer, h) != json.loads(raw)  # the same history without it is prepared
+
+
 def test_only_the_markers_after_a_saved_file_go() -> None:
     kept = {"role": "user", "content": "see <<ccr:0123456789abcdef>>"}
     changed = {

@@ -3,8 +3,10 @@
 Only the history (``messages`` / ``input``) is prepared, through the request-object path of
 :meth:`toolkeep.Session.prepare`; every other field is the very value it was. Fail open: when
 the body is no JSON request object, or preparing it fails for any reason, the original bytes are
-forwarded and :attr:`Outcome.error` says why (the caller logs it in one line). When toolkeep
-changes nothing the original bytes go out as they came.
+forwarded and :attr:`Outcome.error` says why (the caller logs it in one line). A body that
+holds a number past a float's range (``1e400``, valid JSON) or a name JSON does not have
+(``NaN``, ``Infinity``) goes out as it came too, before any conversation's state is touched.
+When toolkeep changes nothing the original bytes go out as they came.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..formats import get_format
+from ..jsonnumbers import Number, parse_float, refuse_constant
 from ..pricing import Pricing, resolve_pricing
 from ..replay.cost import request_cost, request_segments, serialize_message
 from ..replay.tokens import TokenCounter, get_counter
@@ -154,10 +157,20 @@ class Preparer:
             return Outcome(body, error=_reason(exc))
 
     def _prepare(self, route: str, body: bytes) -> Outcome:
+        past: list[Number] = []
+
+        def number(literal: str) -> float:
+            value = parse_float(literal)
+            if isinstance(value, Number):
+                past.append(value)
+            return value
+
         try:
-            document = json.loads(body)
+            document = json.loads(body, parse_float=number, parse_constant=refuse_constant)
         except (ValueError, RecursionError) as exc:
-            return Outcome(body, error=f"the body is not JSON ({type(exc).__name__})")
+            return Outcome(body, error=f"the body is not JSON ({type(exc).__name__}: {_short(exc)})")
+        if past:  # it could not be written back as it came: nothing is prepared, nothing recorded
+            return Outcome(body, error=f"the body holds {len(past)} number(s) past a float's range, as 1e400")
         if not isinstance(document, dict):
             return Outcome(body, error=f"the body is a JSON {type(document).__name__}, not a request object")
         request = read_request(document)
@@ -235,6 +248,11 @@ def _system_text(document: dict[str, Any]) -> str | None:
             value = document[key]
             return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
     return None
+
+
+def _short(exc: BaseException) -> str:
+    """What a parser's error says, on one line and short (it names positions, not contents)."""
+    return " ".join(str(exc).split())[:120]
 
 
 def _reason(exc: BaseException) -> str:
