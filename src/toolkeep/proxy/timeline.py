@@ -13,8 +13,8 @@ So the proxy keeps, in its archive store (the one the replicas share), one small
 request (a JSON object under an archive key, written once, as every entry is): when the request
 was first prepared (wall-clock seconds), when the request before it was, and the numbers of
 the conversation's requests that had found the cache expired, before it and after it. A
-request is found by the conversation, its length and its last item; the request before it by
-the history up to the model's last answer, which is what that request sent. Each replica
+request is found by a digest of its whole history; the request before it by that of the
+history up to the model's last answer, which is what that request sent. Each replica
 prepares from these records, so the same conversation gives the same bytes whichever replica
 gets each request, and a retry of a request, on any replica and however much later, is decided
 as it was the first time. Where a record is missing (evicted under the store's caps, or the
@@ -24,6 +24,7 @@ store failed) the replica goes on with what it knows itself.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import time
 from collections.abc import Callable, Sequence
@@ -32,7 +33,6 @@ from typing import Any
 
 from ..engine import SessionState
 from ..exceptions import StoreError
-from ..shorten import archive_key
 from ..stores import ArchiveStore
 from .files import previous_end
 
@@ -68,15 +68,15 @@ class Timeline:
         """The moment of request ``history`` of ``conversation``, whose items serialize as
         ``texts``: its own record if it has one, else now, after the request before it as its
         record says; without that record, after what this process's ``state`` knows."""
-        key = _key(conversation, len(history), texts[-1] if texts else "")
+        end = previous_end(history)
+        key, previous_key = _keys(conversation, texts, end)
         own = self._read(key)
         if own is not None:
             return Moment(key, own[0], own[1], own[2], True)
         now = self.clock()
-        end = previous_end(history)
         if not end:  # the conversation's first request
             return Moment(key, now, None, frozenset(), False)
-        previous = self._read(_key(conversation, end, texts[end - 1]))
+        previous = self._read(previous_key)
         if previous is None:
             return Moment(key, now, state.last_time, frozenset(state.expiry.requests), False)
         return Moment(key, now, previous[0], previous[3], False)
@@ -122,5 +122,14 @@ class Timeline:
             return None  # not one of ours: as if missing
 
 
-def _key(conversation: str, length: int, last: str) -> str:
-    return archive_key(f"toolkeep-proxy-request\0{conversation}\0{length}\0{archive_key(last)}")
+def _keys(conversation: str, texts: Sequence[str], end: int) -> tuple[str, str]:
+    """The record keys of the request whose items serialize as ``texts`` and of the request before
+    it (its first ``end`` items): digests of the conversation and every item, in one pass."""
+    digest = hashlib.sha256(f"toolkeep-proxy-request\0{conversation}".encode())
+    previous = digest.copy()
+    for n, text in enumerate(texts):
+        digest.update(b"\0%d\0" % len(text))
+        digest.update(text.encode("utf-8", "surrogatepass"))
+        if n + 1 == end:
+            previous = digest.copy()
+    return digest.hexdigest()[:16], previous.hexdigest()[:16]
