@@ -5,12 +5,13 @@ C conversations (50 by default) run at once for S seconds (60), each an agent se
 by one tool call and a ~6 KB result a turn (a new conversation every 20 turns), every request a
 streaming Anthropic Messages request answered by the scripted model server
 (tests/upstream_server.py: about 9 KB of SSE in 20 chunks 5 ms apart). The same load runs directly
-against the upstream, then through one proxy; per request the times to the first and the last
+against the upstream, then through one proxy per policy named (``--policy``, ``economy`` by default;
+several, comma-separated, compare them); per request the times to the first and the last
 body byte are taken. Also checked, once each: a proxy killed mid-stream gives the client an
 error, not a hang, and every original it archived is still there; 429, 500 and 529 answers pass
 through with their status and body.
 
-    python bench/proxy_load.py [--seconds 60] [--conversations 50] [--write]
+    python bench/proxy_load.py [--seconds 60] [--conversations 50] [--policy economy,default] [--write]
 
 ``--write`` records the table in bench/results.md, section "Proxy". Bounded: every phase stops by
 itself after S seconds, and every request has a timeout.
@@ -194,65 +195,88 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--conversations", type=int, default=50)
-    parser.add_argument("--policy", default="default", help="the proxy's --policy")
+    parser.add_argument(
+        "--policy", default="economy", help="the proxy's --policy; several, comma-separated, one proxy each"
+    )
     parser.add_argument("--light-seconds", type=float, default=15.0, help="the one-conversation phase")
     parser.add_argument("--write", action="store_true", help="record the table in bench/results.md")
     args = parser.parse_args()
+    policies = [p.strip() for p in args.policy.split(",") if p.strip()]
+    load_before = os.getloadavg()
     upstream, url = start_upstream()
+    proxied: dict[str, Any] = {}
     try:
         light_direct = asyncio.run(load(url, 1, args.light_seconds))
         direct = asyncio.run(load(url, args.conversations, args.seconds))
-        with (
-            tempfile.TemporaryDirectory() as root,
-            ProxyProcess("--anthropic-upstream", url, "--workspace", root, "--policy", args.policy) as proxy,
-        ):
-            light_proxied = asyncio.run(load(proxy.url, 1, args.light_seconds))
-            proxied = asyncio.run(load(proxy.url, args.conversations, args.seconds))
-            stats = httpx.get(f"{proxy.url}/toolkeep/stats").json()
-            rss = peak_rss_mb(proxy.process.pid)
+        for policy in policies:
+            with (
+                tempfile.TemporaryDirectory() as root,
+                ProxyProcess("--anthropic-upstream", url, "--workspace", root, "--policy", policy) as proxy,
+            ):
+                light = asyncio.run(load(proxy.url, 1, args.light_seconds))
+                heavy = asyncio.run(load(proxy.url, args.conversations, args.seconds))
+                stats = httpx.get(f"{proxy.url}/toolkeep/stats").json()
+                proxied[policy] = (light, heavy, stats, peak_rss_mb(proxy.process.pid))
         killed = killed_mid_stream(url)
         passed = errors_pass(url)
     finally:
         upstream.kill()
         upstream.wait()
+    load_after = os.getloadavg()
     rows = []
     added = []
-    phases = {
-        f"{args.conversations} at once": (direct, proxied),
-        "1 alone": (light_direct, light_proxied),
-    }
-    for load_name, pair in phases.items():
-        figures = []
-        for way, (times, errors, elapsed) in zip(("direct", "through the proxy"), pair, strict=True):
-            first = [t[0] * 1_000 for t in times]
-            last = [t[1] * 1_000 for t in times]
-            f = {
-                "first50": statistics.median(first),
-                "first99": percentile(first, 99),
-                "last50": statistics.median(last),
-                "last99": percentile(last, 99),
-            }
-            figures.append(f)
-            kinds = ", ".join(f"{n} {k}" for k, n in Counter(errors).most_common()) or "0"
-            rows.append(
-                f"| {load_name} | {way} | {len(times):,} | {len(times) / elapsed:.1f} | {f['first50']:.1f} "
-                f"| {f['first99']:.1f} | {f['last50']:.1f} | {f['last99']:.1f} | {kinds} |"
+    figures_of: dict[str, dict[str, float]] = {}
+
+    def row(load_name: str, way: str, measured: tuple[list[tuple[float, float]], list[str], float]) -> None:
+        times, errors, elapsed = measured
+        first = [t[0] * 1_000 for t in times]
+        last = [t[1] * 1_000 for t in times]
+        figures_of[f"{load_name}/{way}"] = {
+            "first50": statistics.median(first),
+            "first99": percentile(first, 99),
+            "last50": statistics.median(last),
+            "last99": percentile(last, 99),
+        }
+        f = figures_of[f"{load_name}/{way}"]
+        kinds = ", ".join(f"{n} {k}" for k, n in Counter(errors).most_common()) or "0"
+        rows.append(
+            f"| {load_name} | {way} | {len(times):,} | {len(times) / elapsed:.1f} | {f['first50']:.1f} "
+            f"| {f['first99']:.1f} | {f['last50']:.1f} | {f['last99']:.1f} | {kinds} |"
+        )
+
+    many, alone = f"{args.conversations} at once", "1 alone"
+    for load_name, measured_direct, index in ((many, direct, 1), (alone, light_direct, 0)):
+        row(load_name, "direct", measured_direct)
+        for policy in policies:
+            row(load_name, f"through the proxy, `{policy}`", proxied[policy][index])
+    for policy in policies:
+        for load_name in (many, alone):
+            d, p = figures_of[f"{load_name}/direct"], figures_of[f"{load_name}/through the proxy, `{policy}`"]
+            added.append(
+                f"Added by the proxy (`{policy}`), {load_name}: first byte {p['first50'] - d['first50']:+.1f} ms "
+                f"at p50, {p['first99'] - d['first99']:+.1f} ms at p99; last byte "
+                f"{p['last50'] - d['last50']:+.1f} ms at p50, {p['last99'] - d['last99']:+.1f} ms at p99."
             )
-        d, p = figures
+    for policy in policies:
+        _, _, stats, rss = proxied[policy]
+        cost = stats["cost"]
         added.append(
-            f"Added by the proxy, {load_name}: first byte {p['first50'] - d['first50']:+.1f} ms at p50, "
-            f"{p['first99'] - d['first99']:+.1f} ms at p99; last byte {p['last50'] - d['last50']:+.1f} ms at "
-            f"p50, {p['last99'] - d['last99']:+.1f} ms at p99."
+            f"`{policy}`: peak RSS of the proxy {rss:.0f} MB. Tokens sent through it: "
+            f"{stats['tokens']['after']:,} of {stats['tokens']['before']:,} "
+            f"({stats['tokens']['saved_share']:.0%} saved); cache-aware cost {cost['managed']:,.0f} against "
+            f"{cost['unmanaged']:,.0f} unmanaged (ratio {cost['ratio']}); failed open: {stats['failed_open']}."
         )
     body = "\n".join(
         [
             f"`bench/proxy_load.py --seconds {args.seconds:g} --conversations {args.conversations} "
-            f"--policy {args.policy}`: "
+            f"--policy {','.join(policies)}`: "
             f"{args.conversations} concurrent streaming conversations for {args.seconds:g} s each way (and "
             f"one alone for {args.light_seconds:g} s), on "
             f"loopback, to the scripted model server (tests/upstream_server.py), on a {os.cpu_count()}-core "
-            "machine the load generator, the upstream and the proxy share. Times in ms from sending the "
-            "request.",
+            "machine the load generator, the upstream and the proxy share (load average "
+            f"{load_before[0]:.2f} before, {load_after[0]:.2f} after: other work ran beside it). Times in ms "
+            "from sending the request. Every result is a ~6 KB read of a new file (under the 20,000-char "
+            "per-result limit, so nothing is cut as it enters).",
             "",
             "| conversations | to the upstream | requests | per s | first byte p50 | p99 | last byte p50 "
             "| p99 | errors |",
@@ -260,9 +284,6 @@ def main() -> None:
             *rows,
             "",
             *added,
-            f"Peak RSS of the proxy: {rss:.0f} MB. Tokens sent through it: {stats['tokens']['after']:,} of "
-            f"{stats['tokens']['before']:,} ({stats['tokens']['saved_share']:.0%} saved); cache-aware cost "
-            f"ratio {stats['cost']['ratio']}; failed open: {stats['failed_open']}.",
             f"A proxy killed mid-stream: {killed}.",
             f"Upstream 429, 500 and 529 through the proxy: {passed}.",
         ]

@@ -13,7 +13,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from toolkeep.cli._app import _encoded, dumps, read_json
+from toolkeep.cli._app import dumps, read_json
+from toolkeep.jsonnumbers import _encoded
 
 from .strategies import property_settings
 from .test_cli_core import one_error_line, run

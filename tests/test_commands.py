@@ -101,3 +101,16 @@ class TestCallKind:
         assert command_of({"command": ["git", "status"]}) == "git status"
         assert command_of("pwd") == "pwd"
         assert command_of({"path": "/x"}) is None
+
+    def test_openai_arguments_are_read_as_the_object_their_json_holds(self) -> None:
+        """OpenAI formats send a call's arguments as a JSON string: it is classified by the
+        command it holds (Codex CLI's ``exec_command`` and ``shell_command`` are shells), never
+        by its JSON text, and a read names its file."""
+        assert call_kind("exec_command", '{"cmd": "cat /a.py"}') == "read"
+        assert call_kind("shell_command", '{"command": "pytest -q"}') == "exec"
+        assert call_kind("shell", '{"command": ["rg", "-n", "x", "src"]}') == "search"
+        assert call_kind("read_file", '{"path": "/a.py"}') == "read"
+        assert call_target("exec_command", '{"cmd": "sed -n \'1,80p\' /a.py"}') == "/a.py:1,80p"
+        assert call_target("read_file", '{"path": "/a.py"}') == "/a.py"
+        assert command_of('{"cmd": "ls"}') == "ls"
+        assert command_of("{not json") == "{not json"  # a custom tool's plain input is its command

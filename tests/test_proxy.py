@@ -252,10 +252,25 @@ def test_an_upstream_base_with_a_path_gets_the_request_path_appended(
         b'{"model": "echo", "messages": 5}',
         b'["a", "list"]',
         b'{"model": "echo", "messages": [{"role": "user", "content": "x"}], "input": []}',
-        # shortened, it could not be written back: 1e400 is no number JSON can hold after reading
+        # a number past a float's range (valid JSON), in a history toolkeep would shorten
         json.dumps({"model": "echo", "messages": read_history(3)}).encode()[:-1] + b', "n": 1e400}',
+        json.dumps({"model": "echo", "messages": read_history(3)})
+        .encode()
+        .replace(b'"/f0"}', b'"/f0", "x": -1E999}'),
+        # names Python's parser takes and JSON does not
+        b'{"model": "echo", "temperature": NaN, "messages": [{"role": "user", "content": "x"}]}',
+        b'{"model": "echo", "messages": [{"role": "user", "content": "x"}], "top_p": -Infinity}',
     ],
-    ids=["not-json", "messages-not-a-list", "a-list", "two-histories", "unwritable-number"],
+    ids=[
+        "not-json",
+        "messages-not-a-list",
+        "a-list",
+        "two-histories",
+        "1e400",
+        "in-a-call",
+        "nan",
+        "infinity",
+    ],
 )
 def test_what_cannot_be_prepared_is_forwarded_unchanged_with_one_line(
     proxy: ProxyProcess, upstream: ScriptedUpstream, raw: bytes
@@ -402,30 +417,28 @@ def test_a_replica_killed_mid_stream_gives_an_error_and_loses_nothing(
 def test_two_replicas_sharing_redis_give_one_replicas_bytes(
     upstream: ScriptedUpstream, tmp_path: Path, redis_url: str
 ) -> None:
-    store = f"{redis_url}?prefix={redis_server.fresh_prefix()}"
-    args = (
-        "--anthropic-upstream",
-        upstream.url,
-        "--workspace",
-        str(tmp_path),
-        "--store",
-        store,
-        "--policy",
-        "default",
-    )
+    """Under the cache-aware policy (which decides with time too), each request to the other
+    replica: the bytes one replica alone sends (over a store of its own, so that it decides
+    from nothing the pair recorded), and a retry on the other replica sends them again."""
+
+    def args(prefix: str) -> tuple[str, ...]:
+        store = f"{redis_url}?prefix={prefix}"
+        return ("--anthropic-upstream", upstream.url, "--workspace", str(tmp_path), "--store", store,
+                "--policy", "economy")  # fmt: skip
+
     history = read_history(6)
-    with ProxyProcess(*args) as a, ProxyProcess(*args) as b:
-        alternating = []
-        for n in range(1, 7):  # each request to the other replica
-            replica = (a, b)[n % 2]
-            httpx.post(f"{replica.url}/v1/messages", json={"model": "echo", "messages": history[: 1 + 2 * n]})
-            alternating.append(last(upstream, "/v1/messages")["body"])
-    with ProxyProcess(*args) as one:
-        alone = []
-        for n in range(1, 7):
-            httpx.post(f"{one.url}/v1/messages", json={"model": "echo", "messages": history[: 1 + 2 * n]})
-            alone.append(last(upstream, "/v1/messages")["body"])
-    assert alternating == alone
+
+    def send(replica: ProxyProcess, n: int) -> str:
+        httpx.post(f"{replica.url}/v1/messages", json={"model": "echo", "messages": history[: 1 + 2 * n]})
+        return str(last(upstream, "/v1/messages")["body"])
+
+    shared = args(redis_server.fresh_prefix())
+    with ProxyProcess(*shared) as a, ProxyProcess(*shared) as b:
+        alternating = [send((a, b)[n % 2], n) for n in range(1, 7)]
+        retried = send(a, 6)  # request 6 went to b
+    with ProxyProcess(*args(redis_server.fresh_prefix())) as one:
+        alone = [send(one, n) for n in range(1, 7)]
+    assert alternating == alone and retried == alone[-1]
     assert "full output saved to" in alone[-1]
 
 

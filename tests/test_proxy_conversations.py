@@ -157,6 +157,36 @@ def test_preparing_failures_fail_open(preparer: Preparer) -> None:
         assert outcome.body == raw and outcome.error and "\n" not in outcome.error
 
 
+@pytest.mark.parametrize(
+    "number", ["1e400", "-1E+999", "1e309", "NaN", "Infinity", "-Infinity"], ids=lambda n: n.lower()
+)
+@pytest.mark.parametrize("where", ["a field", "a call's input", "the first message"])
+def test_a_body_with_a_number_json_cannot_carry_goes_out_as_it_came(
+    tmp_path: Path, number: str, where: str
+) -> None:
+    """``1e400`` is valid JSON that reads as ``inf``, and ``NaN`` / ``Infinity`` are not JSON but
+    Python reads them: none can be written back as it came, so the body goes out byte for byte,
+    with the reason, before any conversation's state is touched (nothing prepared, nothing
+    recorded, nothing saved)."""
+    preparer = make_preparer(Config(policy="economy"), tmp_path / "ws")
+    h = history(6)
+    raw = body(h)
+    if where == "a field":
+        raw = raw.replace(b'"max_tokens": 5', b'"max_tokens": 5, "temperature": ' + number.encode())
+    elif where == "a call's input":
+        raw = raw.replace(b'"file_path": "/f3"', b'"file_path": "/f3", "n": ' + number.encode())
+    else:
+        raw = raw.replace(b'"content": "read the files"', b'"content": [' + number.encode() + b"]")
+    assert number.encode() in raw
+    outcome = preparer.prepare("anthropic", raw)
+    assert outcome.body == raw and outcome.error is not None and "\n" not in outcome.error
+    assert not outcome.prepared and preparer.conversations.started == 0
+    assert not (tmp_path / "ws" / "tool-results").exists() or not any(
+        (tmp_path / "ws" / "tool-results").iterdir()
+    )
+    assert sent(preparer, h) != json.loads(raw)  # the same history without it is prepared
+
+
 def test_only_the_markers_after_a_saved_file_go() -> None:
     kept = {"role": "user", "content": "see <<ccr:0123456789abcdef>>"}
     changed = {
@@ -237,6 +267,17 @@ def test_the_statistics_price_with_the_configured_price_list(tmp_path: Path) -> 
     assert costs["openai"] < costs["anthropic-5m"]
 
 
+def test_the_statistics_price_each_route_as_its_policy_decides(tmp_path: Path) -> None:
+    """Without a configured price list, a route's requests are priced with the one its format
+    suggests, as the cache-aware policy decides with it: OpenAI's bills no cache write, so a
+    first request (nothing cached) costs its size there, and 1.25x its size at Anthropic's."""
+    preparer = make_preparer(Config(), tmp_path / "ws")
+    for route, key, write in (("anthropic", "messages", 1.25), ("openai-responses", "input", 1.0)):
+        first = [{"role": "user", "content": f"hello from {route}"}]
+        figures = preparer.prepare(route, body(first, key)).figures
+        assert figures.cost_unmanaged == figures.tokens_before * write > 0
+
+
 def test_a_string_history_is_forwarded_not_counted_as_prepared(preparer: Preparer) -> None:
     raw = json.dumps({"model": "m", "input": "hi"}).encode()
     outcome = preparer.prepare("openai-responses", raw)
@@ -244,3 +285,95 @@ def test_a_string_history_is_forwarded_not_counted_as_prepared(preparer: Prepare
     assert outcome.body == raw and not outcome.prepared
     stats = preparer.totals.to_dict(preparer.conversations)
     assert stats["forwarded"] == 1 and stats["prepared"] == 0
+
+
+def codex_history(results: int, command: str = "python run.py", lines: int = 120) -> list[dict[str, Any]]:
+    """A Responses input as Codex CLI sends it: developer and user messages, then one
+    ``exec_command`` call a turn (its arguments a JSON string) answered by a
+    ``function_call_output`` item that carries an ``id`` of its own, as Codex's do."""
+    items: list[dict[str, Any]] = [
+        {"type": "message", "role": "developer", "content": [{"type": "input_text", "text": "be brief"}]},
+        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "run it"}]},
+    ]
+    for n in range(results):
+        call = f"call_{n:02d}"
+        output = "Process exited with code 0\nOutput:\n" + "".join(
+            f"step {n}.{i}: computed value {i * 7919 % 1000} for item {i}\n" for i in range(lines)
+        )
+        items += [
+            {"type": "function_call", "name": "exec_command", "call_id": call,
+             "arguments": json.dumps({"cmd": f"{command} {n}"})},
+            {"type": "function_call_output", "id": f"fco_{n:040d}", "call_id": call, "output": output},
+        ]  # fmt: skip
+    return items
+
+
+def test_a_codex_conversation_is_shortened_under_the_cache_aware_policy(tmp_path: Path) -> None:
+    """Economy's first batch, with nothing saved to pay for it, must be lean summaries whose move
+    costs nothing; they were sized for an output item without Codex's ``id``, so each overran
+    what is free by a few dozen chars and no batch was ever made."""
+    preparer = make_preparer(Config(policy="economy", pricing="openai"), tmp_path / "ws")
+    h = codex_history(8)
+    for n in range(1, 9):
+        out = sent(preparer, h[: 2 + 2 * n], "openai-responses")["input"]
+    outputs = [item["output"] for item in out if item["type"] == "function_call_output"]
+    original = [item["output"] for item in h if item["type"] == "function_call_output"]
+    assert outputs[-1] == original[-1]  # the last turn goes whole
+    shortened = [n for n, (a, b) in enumerate(zip(outputs, original, strict=True)) if a != b]
+    assert len(shortened) >= 5 and shortened == list(range(len(shortened)))  # the older ones
+    assert all("full output saved to " in outputs[n] for n in shortened)
+    assert validate(out, "openai-responses") == []
+
+
+class Replicas:
+    """Proxies under the cache-aware policy over one workspace path and one store, reading one
+    wall clock (replicas on machines whose clocks agree), sent the growing requests of one
+    conversation of big reads."""
+
+    def __init__(self, root: Path, count: int, store: MemoryStore | None = None) -> None:
+        self.now = 1_000.0
+        self.store = store if store is not None else MemoryStore()
+        config = Config(policy="economy")
+        self.proxies = [
+            Preparer(Conversations(config, Workspace(root, keep=True), self.store, wall_clock=self.clock))
+            for _ in range(count)
+        ]
+        self.history = history(10)
+
+    def clock(self) -> float:
+        return self.now
+
+    def send(self, n: int, replica: int, after: float = 1.0) -> bytes:
+        """Request ``n`` (``n + 1`` results), ``after`` seconds after the one before it."""
+        self.now += after
+        outcome = self.proxies[replica].prepare("anthropic", body(self.history[: 3 + 2 * n]))
+        assert outcome.error is None, outcome.error
+        return outcome.body
+
+
+GAP = {3: 600.0}
+"""Request 3 comes ten minutes after request 2: past the 5-minute cache's TTL."""
+
+
+def test_replicas_sharing_a_store_give_one_replicas_bytes_whatever_the_gaps(tmp_path: Path) -> None:
+    """The cache-aware policy decides a request sent after the cache expired differently (every
+    due move is made there) and the requests after it knowing that: each replica must learn the
+    gaps and which requests found the cache expired from the shared store, not from its own
+    memory of the requests it happened to get."""
+    alone = Replicas(tmp_path, 1)
+    one = [alone.send(n, 0, GAP.get(n, 1.0)) for n in range(10)]
+    steady = Replicas(tmp_path, 1)
+    assert [steady.send(n, 0) for n in range(10)][3:] != one[3:]  # the gap changed the output
+    alternating = Replicas(tmp_path, 2)
+    assert [alternating.send(n, n % 2, GAP.get(n, 1.0)) for n in range(10)] == one
+    joining = Replicas(tmp_path, 3)  # a third replica gets its first request at request 6
+    assert [joining.send(n, 2 if n >= 6 else n % 2, GAP.get(n, 1.0)) for n in range(10)] == one
+
+
+def test_a_retry_on_another_replica_later_gives_the_first_answers_bytes(tmp_path: Path) -> None:
+    """A request sent again (a client's retry, to whichever replica) is decided as it was the
+    first time, however much later it comes."""
+    pair = Replicas(tmp_path, 2)
+    sent = [pair.send(n, 0) for n in range(5)]
+    assert pair.send(4, 1, after=900.0) == sent[4]  # past the TTL, elsewhere: the same bytes
+    assert pair.send(4, 0, after=900.0) == sent[4]

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import errno
 import json
-import math
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -21,7 +20,7 @@ except ImportError:  # pragma: no cover - exercised only without the extra
     sys.stderr.write("toolkeep: the command line needs click: pip install 'toolkeep[cli]'\n")
     raise SystemExit(2) from None
 
-from .. import __version__
+from .. import __version__, jsonnumbers
 from ..exceptions import FormatError, ToolkeepError
 from ..formats import FORMATS
 from ..requests import read_request
@@ -71,7 +70,7 @@ def read_json(source: str) -> Any:
         raise InputError(f"{source}: not valid UTF-8 (byte {exc.start})") from None
     del data  # a 100 MB input is then held twice while parsing (text and result), not three times
     try:
-        return json.loads(text, parse_float=_parse_float, parse_constant=_refuse_constant)
+        return jsonnumbers.loads(text)
     except (ValueError, RecursionError) as exc:
         raise InputError(f"{source}: {unreadable_json(exc)}") from None
 
@@ -114,64 +113,11 @@ def dumps(value: Any, indent: int | None) -> bytes:
         return _json_text(value, indent, ascii=True).encode("ascii")
 
 
-class _Number(float):
-    """A JSON number float cannot hold (``1e400`` reads as ``inf``), with the literal it was
-    written as, which :func:`dumps` writes back: its value is ``inf`` to every reader, and the
-    output stays the JSON it came as."""
-
-    __slots__ = ("literal",)
-    literal: str
-
-    def __new__(cls, literal: str) -> _Number:
-        number = super().__new__(cls, literal)
-        number.literal = literal
-        return number
-
-
-def _parse_float(literal: str) -> float:
-    """A JSON number with a fraction or an exponent: a float, or a :class:`_Number` past its range."""
-    value = float(literal)
-    return value if math.isfinite(value) else _Number(literal)
-
-
-def _refuse_constant(name: str) -> Any:
-    """``NaN``, ``Infinity`` and ``-Infinity``, which Python's parser takes and JSON does not."""
-    raise ValueError(f"{name} is not a JSON number")
-
-
 def _json_text(value: Any, indent: int | None, *, ascii: bool) -> str:
     try:
-        text = json.dumps(value, ensure_ascii=ascii, indent=indent, allow_nan=False)
-    except ValueError:  # a number past float's range (or a NaN): written by _encoded
-        text = _encoded(value, indent, ascii, 0)
-    return text + "\n"
-
-
-def _encoded(value: Any, indent: int | None, ascii: bool, level: int) -> str:
-    """``json.dumps(value, ensure_ascii=ascii, indent=indent)``, but for a :class:`_Number`,
-    written as its literal, and for a NaN or infinity of any other origin, refused."""
-    if isinstance(value, _Number):
-        return value.literal
-    if isinstance(value, dict) and value:
-        items = [f"{_key(k, ascii)}: {_encoded(v, indent, ascii, level + 1)}" for k, v in value.items()]
-        return _joined("{", items, "}", indent, level)
-    if isinstance(value, (list, tuple)) and value:
-        return _joined("[", [_encoded(v, indent, ascii, level + 1) for v in value], "]", indent, level)
-    try:
-        return json.dumps(value, ensure_ascii=ascii, allow_nan=False)
-    except ValueError:
-        raise InputError(f"the output holds {value!r}, which JSON cannot write") from None
-
-
-def _key(key: Any, ascii: bool) -> str:
-    return json.dumps(key if isinstance(key, str) else json.dumps(key), ensure_ascii=ascii)
-
-
-def _joined(start: str, items: list[str], end: str, indent: int | None, level: int) -> str:
-    if indent is None:
-        return start + ", ".join(items) + end
-    inner, outer = "\n" + " " * (indent * (level + 1)), "\n" + " " * (indent * level)
-    return start + inner + ("," + inner).join(items) + outer + end
+        return jsonnumbers.dumps(value, indent=indent, ensure_ascii=ascii) + "\n"
+    except ValueError as exc:  # a NaN or an infinity that no JSON text held
+        raise InputError(str(exc)) from None
 
 
 def write_output(target: str, data: bytes) -> None:

@@ -19,6 +19,8 @@ import shlex
 from collections.abc import Mapping
 from typing import Any, Literal, TypeAlias
 
+from .inputs import parsed_object
+
 __all__ = ["Kind", "call_kind", "call_target", "classify_command", "command_of", "read_target"]
 
 Kind: TypeAlias = Literal["read", "search", "list", "exec", "write", "other"]
@@ -40,7 +42,10 @@ _PREFIXES = frozenset({"sudo", "time", "timeout", "nice", "env", "command", "exe
 _GIT_READ = frozenset({"diff", "log", "show", "status", "blame", "branch", "remote", "rev-parse",
                        "ls-files", "grep"})  # fmt: skip
 _SHELL_TOOLS = frozenset({"bash", "shell", "sh", "exec", "execute", "execute_bash", "terminal",
-                          "execute_command", "run", "run_command", "run_shell_command"})  # fmt: skip
+                          "execute_command", "run", "run_command", "run_shell_command",
+                          "exec_command", "shell_command", "local_shell"})  # fmt: skip
+"""Tools that run a shell command (Codex CLI's are ``shell``, ``exec_command`` and
+``shell_command``): their kind is the command's."""
 _SPLIT = re.compile(r"\s*(?:&&|\|\||;|\||\n)\s*")
 _ASSIGN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 _RANK: dict[Kind, int] = {"exec": 5, "write": 4, "search": 3, "read": 2, "list": 1, "other": 0}
@@ -101,8 +106,18 @@ def classify_command(command: str) -> Kind:
     return best
 
 
+def _object(arguments: Any) -> Any:
+    """``arguments`` as the object a JSON string of one holds (OpenAI formats send a call's
+    arguments so: ``'{"cmd": "cat f"}'``), else as it is (a mapping, or a plain string such as
+    a custom tool's input)."""
+    parsed = parsed_object(arguments) if isinstance(arguments, str) else None
+    return arguments if parsed is None else parsed
+
+
 def command_of(arguments: Any) -> str | None:
-    """The shell command in a call's arguments, if it has one."""
+    """The shell command in a call's arguments (a mapping, or a JSON string of one), if it has
+    one; a plain string is the command itself."""
+    arguments = _object(arguments)
     if isinstance(arguments, str):
         return arguments
     if not isinstance(arguments, Mapping):
@@ -117,7 +132,12 @@ def command_of(arguments: Any) -> str | None:
 
 
 def call_kind(name: str | None, arguments: Any) -> Kind:
-    """The kind of a tool call, from its command for shell-like tools, else from its name."""
+    """The kind of a tool call, from its command for shell-like tools, else from its name.
+
+    >>> call_kind("exec_command", '{"cmd": "cat src/app.py"}')
+    'read'
+    """
+    arguments = _object(arguments)
     tool = (name or "").lower()
     command = command_of(arguments)
     if tool in ("str_replace_editor", "str_replace_based_edit_tool", "text_editor") and isinstance(
@@ -187,6 +207,7 @@ def read_target(command: str) -> str | None:
 
 def call_target(name: str | None, arguments: Any) -> str | None:
     """The file (and range) a read call shows, or the file a write call changes."""
+    arguments = _object(arguments)
     if isinstance(arguments, Mapping):
         for key in ("file_path", "absolute_path", "path", "filename", "file"):
             value = arguments.get(key)

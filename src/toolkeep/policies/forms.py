@@ -128,9 +128,8 @@ class Forms:
             # message to cost nothing (the message written, 1.25x, where it was read, 0.1x,
             # with the slack of the size estimate); lines and names index share that length
             # the format's own size of a message holding this result alone, but for its text
-            wrapper = ctx.format.message_chars(
-                Message(item.role, (ToolResultPart(p.call_id, "", name=p.name),))
-            )
+            # (its own item, with the fields it came with: a Responses output's ``id``, ...)
+            wrapper = ctx.format.message_chars(Message(item.role, (p.with_text(""),)))
             pricing = resolve_pricing(ctx.config.pricing, ctx.format)
             read = pricing.cache_read * (self.size(item, 0, ctx) + wrapper)
             free = max(0, int((read - pricing.cache_write * (wrapper + SLACK)) / pricing.cache_write))

@@ -7,7 +7,9 @@ store, so that conversations are prepared independently and in parallel. The tab
 the least recently used conversation goes past ``max_conversations``, and one idle for
 ``idle_seconds`` expires. A history the agent rewrote keeps working: Claude Code's own
 compaction changes the first message (a new state), and a rewind shares only a prefix with the
-last request, which the session's engine notices and does again.
+last request, which the session's engine notices and does again. For a policy that decides
+with time (the cache-aware one), each request's time comes from records in the store that every
+replica shares (:mod:`.timeline`), not from the process's own memory of the conversation.
 """
 
 from __future__ import annotations
@@ -20,12 +22,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..config import Config
+from ..policies import build_steps
 from ..session import Session
 from ..session import _conversation_key as session_conversation_key
 from ..shorten import archive_key
 from ..stores import ArchiveStore
 from ..workspace import Workspace
 from .files import with_files
+from .timeline import Timeline
 
 __all__ = ["Conversation", "Conversations", "conversation_key"]
 
@@ -61,6 +65,7 @@ class Conversations:
         max_conversations: int = 256,
         idle_seconds: float = 3_600.0,
         clock: Callable[[], float] = time.monotonic,
+        wall_clock: Callable[[], float] = time.time,
     ) -> None:
         self.config = config
         self.workspace = workspace
@@ -73,6 +78,11 @@ class Conversations:
         self._table: OrderedDict[str, Conversation] = OrderedDict()
         self._lock = threading.Lock()
         self._min_chars = min(config.compact_min_chars, config.economy.min_chars)
+        steps = build_steps(config)
+        self.timeline: Timeline | None = (
+            Timeline(store, wall_clock) if steps and steps[-1].new_plan() is not None else None
+        )
+        """The requests' times, shared by the replicas, for a policy that decides with time."""
 
     def __len__(self) -> int:
         return len(self._table)

@@ -21,7 +21,14 @@ from ..formats import Format, validate
 from ..messages import History, Message, Part
 from ..steps import Step, StepContext
 
-__all__ = ["PersistOnEntry", "drop_markers", "keep_last_turn", "with_files"]
+__all__ = [
+    "PersistOnEntry",
+    "drop_markers",
+    "keep_last_turn",
+    "last_turn_start",
+    "previous_end",
+    "with_files",
+]
 
 _WAY_BACK = re.compile(r"(full output saved to [^\]\n]+\])(?: <<ccr:[0-9a-f]{16}>>)+")
 """A saved-file reference and the markers toolkeep's forms put right after it."""
@@ -102,16 +109,29 @@ def _from_client(item: Any) -> bool:
     return isinstance(kind, str) and kind.endswith("_output")
 
 
+def last_turn_start(history: Sequence[Any]) -> int:
+    """Where the last turn of ``history`` (what the client sent after the model's last output)
+    begins: ``len(history)`` when it ends in the model's output."""
+    start = len(history)
+    while start > 0 and _from_client(history[start - 1]):
+        start -= 1
+    return start
+
+
+def previous_end(history: Sequence[Any]) -> int:
+    """How many items of ``history`` the request before it sent: all but the last turn and the
+    model's output before it (``0``: the model has not answered yet)."""
+    end = last_turn_start(history)
+    while end > 0 and not _from_client(history[end - 1]):
+        end -= 1
+    return end
+
+
 def keep_last_turn(prepared: list[Any], original: Sequence[Any], format: str | Format) -> list[Any]:
     """``prepared`` with the last turn (what the client sent after the model's last output) as the
     client sent it, unless that breaks a pairing rule of ``format`` that ``prepared`` keeps; the
     model reads the newest results whole once, later requests carry their shortened forms."""
-    start = len(original)
-    while start > 0 and _from_client(original[start - 1]):
-        start -= 1
-    tail = len(prepared)
-    while tail > 0 and _from_client(prepared[tail - 1]):
-        tail -= 1
+    start, tail = last_turn_start(original), last_turn_start(prepared)
     if start == len(original) or len(prepared) - tail != len(original) - start:
         return prepared  # nothing sent after the model, or pairing changed the turn: keep the repair
     if all(a is b for a, b in zip(prepared[tail:], original[start:], strict=True)):

@@ -3,8 +3,10 @@
 Only the history (``messages`` / ``input``) is prepared, through the request-object path of
 :meth:`toolkeep.Session.prepare`; every other field is the very value it was. Fail open: when
 the body is no JSON request object, or preparing it fails for any reason, the original bytes are
-forwarded and :attr:`Outcome.error` says why (the caller logs it in one line). When toolkeep
-changes nothing the original bytes go out as they came.
+forwarded and :attr:`Outcome.error` says why (the caller logs it in one line). A body that
+holds a number past a float's range (``1e400``, valid JSON) or a name JSON does not have
+(``NaN``, ``Infinity``) goes out as it came too, before any conversation's state is touched.
+When toolkeep changes nothing the original bytes go out as they came.
 """
 
 from __future__ import annotations
@@ -14,7 +16,9 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..pricing import resolve_pricing
+from ..formats import get_format
+from ..jsonnumbers import Number, parse_float, refuse_constant
+from ..pricing import Pricing, resolve_pricing
 from ..replay.cost import request_cost, request_segments, serialize_message
 from ..replay.tokens import TokenCounter, get_counter
 from ..requests import read_request
@@ -143,6 +147,7 @@ class Preparer:
     def __init__(self, conversations: Conversations) -> None:
         self.conversations = conversations
         self.totals = Totals()
+        self._prices: dict[str, Pricing] = {}
 
     def prepare(self, route: str, body: bytes) -> Outcome:
         """The body to send upstream for ``body``, never raising (see the module docstring)."""
@@ -152,10 +157,20 @@ class Preparer:
             return Outcome(body, error=_reason(exc))
 
     def _prepare(self, route: str, body: bytes) -> Outcome:
+        past: list[Number] = []
+
+        def number(literal: str) -> float:
+            value = parse_float(literal)
+            if isinstance(value, Number):
+                past.append(value)
+            return value
+
         try:
-            document = json.loads(body)
+            document = json.loads(body, parse_float=number, parse_constant=refuse_constant)
         except (ValueError, RecursionError) as exc:
-            return Outcome(body, error=f"the body is not JSON ({type(exc).__name__})")
+            return Outcome(body, error=f"the body is not JSON ({type(exc).__name__}: {_short(exc)})")
+        if past:  # it could not be written back as it came: nothing is prepared, nothing recorded
+            return Outcome(body, error=f"the body holds {len(past)} number(s) past a float's range, as 1e400")
         if not isinstance(document, dict):
             return Outcome(body, error=f"the body is a JSON {type(document).__name__}, not a request object")
         request = read_request(document)
@@ -165,22 +180,32 @@ class Preparer:
         conversation = self.conversations.get(route, history)
         fmt = request.format(route)
         with conversation.lock:
-            prepared, report = conversation.session.prepare(document, format=route)
+            texts = [serialize_message(m) for m in history]
+            session = conversation.session
+            timeline = self.conversations.timeline
+            if timeline is not None:  # the policy decides with time: from the shared records
+                state = session._state_for(history)
+                moment = timeline.moment(conversation.key, history, texts, state)
+                timeline.apply(moment, state)
+                session.clock = lambda: moment.time
+            prepared, report = session.prepare(document, format=route)
+            if timeline is not None:
+                timeline.record(moment, state)
             out_history = keep_last_turn(drop_markers(prepared[request.key], history), history, fmt)
             # the session hands back the very objects it left alone: one serialization each
-            texts = {id(m): serialize_message(m) for m in history}
+            by_id = {id(m): text for m, text in zip(history, texts, strict=True)}
             changed = (
                 len(out_history) != len(history)
                 or any(a is not b for a, b in zip(out_history, history, strict=True))
             ) and out_history != list(history)  # (equal copies: the body goes as it came)
             system = _system_text(document)
-            before = request_segments(system, [texts[id(m)] for m in history])
+            before = request_segments(system, texts)
             after = (
-                request_segments(system, [texts.get(id(m)) or serialize_message(m) for m in out_history])
+                request_segments(system, [by_id.get(id(m)) or serialize_message(m) for m in out_history])
                 if changed
                 else before
             )
-            pricing = resolve_pricing(self.conversations.config.pricing, fmt)
+            pricing = self._pricing(route)
             unmanaged = request_cost(conversation.previous.get("unmanaged"), before, _COUNTER, pricing)
             managed = request_cost(conversation.previous.get("managed"), after, _COUNTER, pricing)
             conversation.previous = {"unmanaged": before, "managed": after}
@@ -205,6 +230,16 @@ class Preparer:
             ),
         )
 
+    def _pricing(self, route: str) -> Pricing:
+        """The price list the route's requests are decided and priced with: the configured one,
+        else the one the route's format suggests (as the session's policy resolves it)."""
+        found = self._prices.get(route)
+        if found is None:
+            found = self._prices[route] = resolve_pricing(
+                self.conversations.config.pricing, get_format(route)
+            )
+        return found
+
 
 def _system_text(document: dict[str, Any]) -> str | None:
     """The request's instructions as one string, for sizes and cache costs."""
@@ -213,6 +248,11 @@ def _system_text(document: dict[str, Any]) -> str | None:
             value = document[key]
             return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
     return None
+
+
+def _short(exc: BaseException) -> str:
+    """What a parser's error says, on one line and short (it names positions, not contents)."""
+    return " ".join(str(exc).split())[:120]
 
 
 def _reason(exc: BaseException) -> str:
