@@ -325,6 +325,35 @@ def test_a_codex_conversation_is_shortened_under_the_cache_aware_policy(tmp_path
     assert validate(out, "openai-responses") == []
 
 
+@pytest.mark.parametrize("lean_tail", [True, False])
+def test_a_codex_run_of_reads_is_shortened_once_its_batches_stall(lean_tail: bool, tmp_path: Path) -> None:
+    """Every result a ``cat``: a read is held a turn longer, so each due move would rewrite the
+    younger read after it whole and no first batch is ever free. After ``min_horizon`` requests
+    stalled like that, the due reads and the held ones go to one-line stubs in one batch that
+    costs nothing; without the lever (``lean_tail=False``) nothing is ever shortened."""
+    from toolkeep.config import Economy
+
+    config = Config(policy="economy", pricing="openai", economy=Economy(lean_tail=lean_tail))
+    preparer = make_preparer(config, tmp_path / "ws")
+    h = codex_history(12, command="cat src/mod.py #", lines=250)
+    for item in h:  # one file per read: ``cat src/mod_N.py``
+        if item["type"] == "function_call":
+            n = int(json.loads(item["arguments"])["cmd"].rsplit(" ", 1)[1])
+            item["arguments"] = json.dumps({"cmd": f"cat src/mod_{n}.py"})
+    for n in range(1, 13):
+        out = sent(preparer, h[: 2 + 2 * n], "openai-responses")["input"]
+    outputs = [item["output"] for item in out if item["type"] == "function_call_output"]
+    original = [item["output"] for item in h if item["type"] == "function_call_output"]
+    shortened = [n for n, (a, b) in enumerate(zip(outputs, original, strict=True)) if a != b]
+    assert validate(out, "openai-responses") == []
+    if not lean_tail:
+        assert shortened == []
+        return
+    assert len(shortened) >= 8 and shortened == list(range(len(shortened)))
+    assert outputs[-1] == original[-1] and outputs[-2] == original[-2]  # the newest stay whole
+    assert len(json.dumps(out)) <= 0.5 * len(json.dumps(h))
+
+
 class Replicas:
     """Proxies under the cache-aware policy over one workspace path and one store, reading one
     wall clock (replicas on machines whose clocks agree), sent the growing requests of one

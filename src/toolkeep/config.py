@@ -164,6 +164,12 @@ class Economy:
     """When what has been saved cannot pay for a batch with the summaries, make it with lean
     ones: the summary and names index cut to what lets a result's move, alone in its message,
     cost nothing (its message written at 1.25x where it was read at 0.1x: about 8 % of it)."""
+    lean_tail: bool = True
+    """When even lean summaries cannot make a batch cost nothing, because of what the rewrite
+    passes (a younger result held whole, the calls between), the moves and the results it passes
+    that the agent has seen go to the one-line summary together, if that costs nothing: a
+    session whose every result is held a turn longer (a Codex run of ``cat`` s) is otherwise
+    never shortened, as no first batch is ever free."""
     min_chars: int = 1_200
     """Results no longer than this are never shortened."""
     trim_age: int = 1

@@ -63,6 +63,8 @@ class FoldState:
     spent: float = 0.0
     """Estimated cost of the requests folded so far as sent, and unmanaged (chars x price)."""
     unmanaged: float = 0.0
+    stalled: int = 0
+    """Requests in a row, up to the last folded, that found due moves and made none."""
 
 
 SLACK = MESSAGE_CHARS_SLACK

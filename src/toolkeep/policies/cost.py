@@ -19,7 +19,7 @@ from ..config import Economy
 from ..pricing import Pricing
 from ..steps import StepContext
 from .accounting import SLACK, Item
-from .forms import LEAN, Forms
+from .forms import LEAN, STUB, Forms
 
 __all__ = ["CostModel"]
 
@@ -30,6 +30,8 @@ class CostModel:
     def __init__(self, economy: Economy, forms: Forms) -> None:
         self.economy = economy
         self.forms = forms
+        self.blocked = False
+        """Whether the last :meth:`decide` found due moves it could not make."""
 
     def desired(self, item: Item, age: int) -> int:
         """The tier ``item`` should be at ``age``."""
@@ -59,6 +61,7 @@ class CostModel:
         *,
         pricing: Pricing,
         expired: bool = False,
+        stalled: int = 0,
     ) -> list[tuple[Item, int]]:
         """The tier moves to make at the ``requests``-th request, whose first ``cached`` messages
         the request before it sent: all that ages call for, if together they pay for the rewrite
@@ -66,8 +69,11 @@ class CostModel:
         ``allowance`` (chars x price) over not making it (if only lean summaries bring it there,
         to those); else none. Messages past ``cached`` are new, written at full price with or
         without the moves, so they are no part of the rewrite's cost. When the cache has
-        ``expired``, nothing is cached and the rewrite is free: all that ages call for."""
+        ``expired``, nothing is cached and the rewrite is free: all that ages call for.
+        ``stalled``: how many requests in a row before this one found due moves and made none
+        (``blocked`` says whether this one did too)."""
         e = self.economy
+        self.blocked = False
         pending: list[tuple[Item, int]] = []
         for item in active:
             if superseded and id(item) in superseded:
@@ -88,7 +94,34 @@ class CostModel:
         # lean summaries, which cost nothing for a result alone in its message
         lean = [(item, LEAN if want == 2 and item.kind is not None else want) for item, want in pending]
         best, _ = self._best(lean, chars, requests, cached, ctx, allowance, pricing)
-        return lean[:best]
+        self.blocked = not best
+        if best or not e.lean_tail or stalled < e.min_horizon:
+            return lean[:best]
+        # still blocked: the messages the rewrite passes are what make it cost. When among them
+        # are reads the agent has seen, held whole a turn longer than other results, the hold
+        # would block every first batch of a session of reads (a Codex run of cats): once it has
+        # for min_horizon requests in a row, the moves and those reads go to the one-line stub
+        # together, if that costs nothing
+        oldest = min(item.message for item, _ in pending)
+        moving = {id(item) for item, _ in pending}
+        stubs = [(item, STUB if item.kind is not None else want) for item, want in pending]
+        held = [
+            (item, STUB)
+            for item in active
+            if item.kind == "read"
+            and id(item) not in moving
+            and oldest < item.message < cached
+            and item.tier < 2
+        ]
+        if not held:
+            return []
+        stubs += held
+        stubs.sort(key=lambda move: move[0].message, reverse=True)
+        best, _ = self._best(stubs, chars, requests, cached, ctx, allowance, pricing)
+        if best < len(stubs):
+            return []
+        self.blocked = False
+        return stubs
 
     def _best(
         self,

@@ -173,7 +173,9 @@ class EconomyPlan:
                 allowance(fold, e.risk),
                 pricing=pricing,
                 expired=expired,
+                stalled=fold.stalled,
             )
+            fold.stalled = fold.stalled + 1 if self.cost.blocked else 0
             freed = [size(item, item.tier, ctx) - size(item, want, ctx) for item, want in moves]
             account(fold, moves, freed, added, cut, pricing, expired)
             moved.update(item.message for item, _ in moves)
@@ -206,6 +208,7 @@ class EconomyPlan:
                 superseded,
                 pricing=pricing,
                 expired=expiry is not None and expiry.current(len(assistants)),
+                stalled=fold.stalled,
             )
         finally:
             del chars[kept:]

@@ -25,10 +25,12 @@ from .accounting import SLACK, Item
 from .inputs import input_form, parsed_object
 from .previews import lines_summary, trimmed_form, with_names
 
-__all__ = ["LEAN", "Forms"]
+__all__ = ["LEAN", "STUB", "Forms"]
 
 LEAN = 3
 """The tier of a result's lean summary (see ``Economy.lean``)."""
+STUB = 4
+"""The tier of a result's one-line summary alone (see ``Economy.lean_tail``)."""
 _SOURCE_TYPES = ("source", "JSON", "YAML", "XML", "HTML", "Markdown")
 
 
@@ -119,6 +121,8 @@ class Forms:
         )
         kind = kind or ("source" if source else "text")
         index = min(e.index_max, int(len(original) * e.index_share))
+        if tier == STUB:
+            return summary_form(original, content_type, keys=keys, paths=paths)
         if tier == 1:
             text = trimmed_form(original, kind, e.trim_chars, keys=keys, paths=paths)
         elif tier == 2:
