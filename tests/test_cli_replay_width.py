@@ -44,12 +44,15 @@ def sessions(tmp_path: Path) -> Path:
 
 
 def test_the_table_fits_100_columns(sessions: Path) -> None:
-    """Every line of the default output, table and notes, is at most 100 chars."""
-    out = replay(str(sessions)).stdout
+    """Every line of the default output, table and notes, is at most 100 chars, and the first
+    names the policy that ran (SPEC's here, whose ratio on the example is known)."""
+    out = replay(str(sessions), "--policy", "spec").stdout
     lines = out.splitlines()
     assert max(len(line.rstrip()) for line in lines) <= WIDTH, out
+    assert lines[0].startswith("toolkeep replay: policy spec, pricing anthropic-5m")
     assert any("total (3 sessions)" in line for line in lines)
     assert "--wide" in out and "0.29" in out  # the ratio of tokens sent, whole
+    assert replay(str(sessions)).stdout.startswith("toolkeep replay: policy economy, ")
 
 
 def test_wide_has_every_column(sessions: Path) -> None:

@@ -91,7 +91,7 @@ class TestEveryFlag:
         done = runner.invoke(command, ["--max-result-chars", "7"], env={"TOOLKEEP_POLICY": "seed"})
         assert done.output == "mine seed 7\n", done.output
         done = runner.invoke(command, ["--policy", "theirs"], env={"TOOLKEEP_POLICY": None})
-        assert done.output == "theirs default 20000\n", done.output
+        assert done.output == "theirs economy 20000\n", done.output
 
     def test_help_names_each_variable(self) -> None:
         out = run("prepare", "-h").stdout.decode()
@@ -115,12 +115,22 @@ class TestValues:
         assert both.stdout == flag.stdout
 
     def test_policy_from_flag_or_variable(self, history_file: Path) -> None:
-        """``--policy economy`` is ``TOOLKEEP_POLICY=economy``, and is not the default policy."""
-        flag = run("prepare", str(history_file), "--policy", "economy", "--report", "-")
+        """``--policy spec`` is ``TOOLKEEP_POLICY=spec``, and is not the default policy, which
+        ``--policy default`` (or the variable) names: ``economy``, as the report says."""
+        flag = run("prepare", str(history_file), "--policy", "spec", "--report", "-")
         assert flag.returncode == 0, flag.stderr
-        env = run("prepare", str(history_file), "--report", "-", TOOLKEEP_POLICY="economy")
+        env = run("prepare", str(history_file), "--report", "-", TOOLKEEP_POLICY="spec")
         assert env.stdout == flag.stdout
-        assert run("prepare", str(history_file), "--report", "-").stdout != flag.stdout
+        assert b'"policy": "spec"' in flag.stdout
+        default = run("prepare", str(history_file), "--report", "-")
+        assert default.stdout != flag.stdout and b'"policy": "economy"' in default.stdout
+        for named in (
+            run("prepare", str(history_file), "--policy", "default", "--report", "-"),
+            run("prepare", str(history_file), "--report", "-", TOOLKEEP_POLICY="default"),
+            run("prepare", str(history_file), "--policy", "economy", "--report", "-"),
+        ):
+            assert named.returncode == 0, named.stderr
+            assert named.stdout == default.stdout
 
     def test_booleans(self, history_file: Path) -> None:
         """``--keep-orphans true`` keeps an orphan result the default removes."""

@@ -113,7 +113,7 @@ class TestExpiry:
         assert shortened(out) == 4
 
     def test_other_policies_do_not_change_with_time(self, tmp_path: Path) -> None:
-        for policy in ("default", "seed"):
+        for policy in ("spec", "seed"):
             config = Config(policy=policy)
             steady = [json.dumps(o) for o, _ in run_at([float(n) for n in range(9)], config, tmp_path)]
             late = [json.dumps(o) for o, _ in run_at([n * 1000.0 for n in range(9)], config, tmp_path)]

@@ -65,7 +65,7 @@ def serial(tmp_path: Path, config: toolkeep.Config) -> dict[int, list[str]]:
     return out
 
 
-@pytest.mark.parametrize("policy", ["default", "economy"])
+@pytest.mark.parametrize("policy", ["spec", "economy"])
 def test_threads_through_one_tool_loop(policy: str, tmp_path: Path) -> None:
     config = toolkeep.Config(policy=policy)
     expected = serial(tmp_path, config)
@@ -104,7 +104,7 @@ def _converse_forked(n: int) -> tuple[int, int, list[str]]:
     return n, os.getpid(), converse(loop, n)
 
 
-@pytest.mark.parametrize("policy", ["default", "economy"])
+@pytest.mark.parametrize("policy", ["spec", "economy"])
 def test_processes_forked_from_one_tool_loop(policy: str, tmp_path: Path) -> None:
     """Eight processes, each forked from the one ``ToolLoop`` (so each holds the same object, its
     session and workspace), run their conversations at once, writing results and originals into

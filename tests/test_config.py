@@ -22,7 +22,7 @@ TOOLKEEP_ONLY = [
     ("keep_orphans", "TOOLKEEP_KEEP_ORPHANS", False),
     ("pricing", "TOOLKEEP_PRICING", None),
     ("max_request_tokens", "TOOLKEEP_MAX_REQUEST_TOKENS", None),
-    ("policy", "TOOLKEEP_POLICY", "default"),
+    ("policy", "TOOLKEEP_POLICY", "economy"),
 ]
 
 
@@ -171,3 +171,35 @@ class TestInvalid:
     def test_whitespace_and_underscores_accepted(self) -> None:
         """``" 20_000 "`` is a whole number: surrounding space and digit separators are fine."""
         assert Config.from_env({"TOOLKEEP_TOOL_RESULT_MAX_CHARS": " 20_000 "}).max_result_chars == 20_000
+
+
+class TestPolicy:
+    def test_the_default_is_economy(self) -> None:
+        """``Config()`` is cache-aware; ``"default"`` names it and is read back as its name."""
+        assert Config().policy == "economy"
+        assert Config(policy="default") == Config()
+        assert Config(policy="default").policy == "economy"
+        assert Config(policy="spec").replace(policy="default").policy == "economy"
+        assert Config.from_env({"TOOLKEEP_POLICY": "default"}).policy == "economy"
+        assert Config.from_env({"TOOLKEEP_POLICY": " spec "}).policy == "spec"
+        assert Config.from_env({"TOOLKEEP_POLICY": "seed"}, policy="default").policy == "economy"
+
+    @pytest.mark.parametrize("name", ["economy", "spec", "seed", "default"])
+    def test_the_report_names_the_policy_that_ran(self, name: str) -> None:
+        with Session(Config(policy=name)) as session:
+            report = session.prepare([{"role": "user", "content": "hi"}], format="anthropic").report
+        assert report.policy == report.to_dict()["policy"] == ("economy" if name == "default" else name)
+
+    @pytest.mark.parametrize("name", ["frugal", "Default", "SPEC", ""])
+    def test_an_unknown_name_is_refused_listing_the_known(self, name: str) -> None:
+        with pytest.raises(ConfigError, match=r"unknown policy .* \(known: economy, seed, spec\)"):
+            Session(Config(policy=name))
+
+    def test_a_policy_is_a_name(self) -> None:
+        with pytest.raises(ConfigError, match="policy must be a policy name"):
+            Config(policy=None)  # type: ignore[arg-type]
+
+    def test_an_unknown_variable_is_refused(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch.setenv("TOOLKEEP_POLICY", "frugal")
+        with pytest.raises(ConfigError, match="unknown policy 'frugal'"):
+            Session()

@@ -736,7 +736,7 @@ def test_message_chars_on_golden_histories(path: Path) -> None:
         sdk_openai_chat_histories().map(lambda h: ("openai-chat", h)),
     ),
     config=configs(),
-    policy=st.sampled_from(["default", "economy"]),
+    policy=st.sampled_from(["spec", "economy"]),
 )
 def test_message_chars_on_generated_histories(
     case: tuple[str, list[Any]], config: toolkeep.Config, policy: str

@@ -81,8 +81,14 @@ def economy_run(
 
 class TestRegistry:
     def test_named_policies_are_registered(self) -> None:
-        """``seed`` and ``economy`` are picked by ``Config(policy=...)`` next to ``default``."""
-        assert {"default", "seed", "economy"} <= set(POLICIES)
+        """``spec``, ``seed`` and ``economy`` are picked by ``Config(policy=...)``; ``Config()``
+        runs ``economy``, and the name ``default`` stands for it."""
+        assert set(POLICIES) == {"spec", "seed", "economy"}
+        assert toolkeep.Config().policy == toolkeep.Config(policy="default").policy == "economy"
+        with toolkeep.Session() as session:
+            assert any(isinstance(s, EconomyCompactor) for s in session.steps)
+        with toolkeep.Session(toolkeep.Config(policy="spec")) as session:
+            assert not any(isinstance(s, (EconomyCompactor, SeedMicrocompactor)) for s in session.steps)
         with toolkeep.Session(toolkeep.Config(policy="seed")) as session:
             assert any(isinstance(s, SeedMicrocompactor) for s in session.steps)
         with toolkeep.Session(toolkeep.Config(policy="economy")) as session:
@@ -108,18 +114,18 @@ class TestSeed:
         assert "[... 2500 chars omitted from old tool result ...]" in text
         assert report.summarized == 0 and report.truncated == 1
 
-    def test_default_summarizes_what_seed_keeps_truncated(self) -> None:
-        """The SPEC's default uses the original's size and reaches the one-line summary."""
-        out, _ = run_pipeline(self.history(name="read"), config=toolkeep.Config())
+    def test_spec_summarizes_what_seed_keeps_truncated(self) -> None:
+        """SPEC's policy uses the original's size and reaches the one-line summary."""
+        out, _ = run_pipeline(self.history(name="read"), config=toolkeep.Config(policy="spec"))
         assert texts(out)["a"].startswith("[Old tool result cleared -- 1 lines, 5K chars, text]")
 
     def test_seed_preserves_nothing(self) -> None:
-        """Execution tools and errors are cut by the seed; the default keeps them."""
+        """Execution tools and errors are cut by the seed; SPEC's policy keeps them."""
         for error in (False, True):
             seed, _ = run_pipeline(self.history(error=error), config=toolkeep.Config(policy="seed"))
-            default, _ = run_pipeline(self.history(error=error), config=toolkeep.Config())
+            spec, _ = run_pipeline(self.history(error=error), config=toolkeep.Config(policy="spec"))
             assert len(texts(seed)["a"]) < 3_000
-            assert texts(default)["a"] == "x" * 5_000
+            assert texts(spec)["a"] == "x" * 5_000
 
     def test_seed_form_carries_the_way_back(self) -> None:
         """The seed's cut carries the archive marker of the original, which recall returns."""

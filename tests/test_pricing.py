@@ -148,7 +148,9 @@ class TestResolution:
         with toolkeep.Session(Config(pricing="deepseek")) as session:
             assert session.prepare(history).report.to_dict()["pricing"] == "deepseek"
         _, report = toolkeep.run_pipeline(history, config=Config(pricing="read=0.1,write=1.25,ttl=300"))
-        assert (report.policy, report.pricing) == ("default", "read=0.1,write=1.25,ttl=300")
+        assert (report.policy, report.pricing) == ("economy", "read=0.1,write=1.25,ttl=300")
+        _, report = toolkeep.run_pipeline(history, config=Config(policy="spec"))
+        assert (report.policy, report.pricing) == ("spec", "openai")
 
 
 def big_turns(n: int = 6) -> list[tuple[str, dict[str, Any], str]]:

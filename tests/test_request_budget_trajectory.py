@@ -46,7 +46,7 @@ def replay(policy: str) -> dict[str, Any]:
     return {"sent": sent, "refused": refused, "unrecalled": unrecalled, "keys": keys, "requests": len(ends)}
 
 
-@pytest.mark.parametrize("policy", ["default", "economy"])
+@pytest.mark.parametrize("policy", ["spec", "economy"])
 def test_largest_trajectory_within_150k(policy: str) -> None:
     shared_or_skip()
     result = replay(policy)

@@ -27,7 +27,7 @@ def conversation(n: int, turns: int = 12) -> list[Any]:
     return history
 
 
-@pytest.mark.parametrize("policy", ["default", "economy"])
+@pytest.mark.parametrize("policy", ["spec", "economy"])
 def test_threads_sharing_a_session_get_their_own_output(policy: str, tmp_path: Path) -> None:
     """Eight threads, each growing its own conversation on one shared Session, get at every
     request what a session of their own gives."""

@@ -22,6 +22,8 @@ from .exceptions import ConfigError
 from .pricing import Pricing, parse_pricing
 
 __all__ = [
+    "DEFAULT_POLICY",
+    "DEFAULT_POLICY_ALIAS",
     "DEFAULT_PRESERVE_TOOLS",
     "DEFAULT_TOOL_CAPS",
     "ENV_VARIABLES",
@@ -30,6 +32,13 @@ __all__ = [
     "Economy",
     "ToolCap",
 ]
+
+DEFAULT_POLICY = "economy"
+"""The policy ``Config()`` runs: the cache-aware one."""
+
+DEFAULT_POLICY_ALIAS = "default"
+"""A policy name that stands for :data:`DEFAULT_POLICY` (``Config(policy="default").policy`` is
+``"economy"``), so a setting written before the default changed still picks it."""
 
 MIN_TOOL_CAP = 100
 """The smallest cap: room for the ``[TRUNCATED N chars omitted, M kept]`` line and the archive
@@ -251,7 +260,11 @@ class Config:
     and the system prompt when they are passed. ``None``: no bound. Counted offline (o200k with
     the ``tokens`` extra, else chars/4; :mod:`toolkeep.tokens`)."""
     # which step list to run: see toolkeep.policies.POLICIES
-    policy: str = "default"
+    policy: str = "economy"
+    """The named policy to run (:data:`toolkeep.policies.POLICIES`): ``economy`` (the default,
+    cache-aware), ``spec`` (SPEC's pipeline) or ``seed`` (ChatCLI's behaviour). ``"default"`` is
+    accepted for the default and read back as the name it stands for (``economy``), so
+    ``Report.policy`` always names the policy that ran."""
     economy: Economy = field(default_factory=lambda: Economy())
     """The cost model, tiers and levers of ``policy="economy"``."""
     pricing: Pricing | str | None = None
@@ -282,6 +295,10 @@ class Config:
                 raise ConfigError(f"{f.name} must be an integer, got {value!r}")
             if f.type == "int" and value < 0:
                 raise ConfigError(f"{f.name} must not be negative, got {value}")
+        if not isinstance(self.policy, str):
+            raise ConfigError(f"policy must be a policy name, got {self.policy!r}")
+        if self.policy == DEFAULT_POLICY_ALIAS:
+            object.__setattr__(self, "policy", DEFAULT_POLICY)
         if not isinstance(self.economy, Economy):
             raise ConfigError(f"economy must be an Economy, got {type(self.economy).__name__}")
         if self.pricing is not None and not isinstance(self.pricing, Pricing):

@@ -15,7 +15,7 @@ from typing import Any, NamedTuple
 from . import engine
 from .config import Config
 from .formats import Format, resolve_format
-from .policies import POLICIES, build_steps, spec_steps
+from .policies import POLICIES, build_steps, economy_steps
 from .pricing import resolve_pricing
 from .report import Report
 from .steps import Memo, Step, StepContext, as_step
@@ -24,8 +24,9 @@ from .workspace import Workspace
 
 __all__ = ["POLICIES", "Prepared", "build_steps", "default_steps", "run_pipeline"]
 
-default_steps: Callable[[Config], list[Step]] = spec_steps
-"""SPEC's pipeline (the ``default`` policy's steps)."""
+default_steps: Callable[[Config], list[Step]] = economy_steps
+"""The default policy's steps (``economy``'s: ``Config()`` runs them); SPEC's are
+``toolkeep.policies.spec_steps``."""
 
 
 class Prepared(NamedTuple):

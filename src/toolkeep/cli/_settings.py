@@ -17,7 +17,7 @@ from typing import Any
 
 import click
 
-from ..config import ENV_VARIABLES, Config, _parse_env
+from ..config import DEFAULT_POLICY, DEFAULT_POLICY_ALIAS, ENV_VARIABLES, Config, _parse_env
 from ..exceptions import ConfigError
 from ..policies import POLICIES
 
@@ -48,8 +48,9 @@ class _Setting(click.ParamType):  # type: ignore[type-arg]
             # the parser's words without its "FLAG='text'", which click names already
             said = str(exc).removeprefix(f"{flag_of(self.setting)}={value!r}").lstrip(": ")
             self.fail(f"{value!r}{' ' if said.startswith(('is ', 'must ')) else ': '}{said}", param, ctx)
-        if self.setting == "policy" and parsed not in POLICIES:
-            self.fail(f"{parsed!r} is not a policy (known: {', '.join(POLICIES)})", param, ctx)
+        if self.setting == "policy" and parsed not in (*POLICIES, DEFAULT_POLICY_ALIAS):
+            known = f"{', '.join(POLICIES)}; {DEFAULT_POLICY_ALIAS} is {DEFAULT_POLICY}"
+            self.fail(f"{parsed!r} is not a policy (known: {known})", param, ctx)
         return parsed
 
 

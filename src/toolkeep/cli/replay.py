@@ -11,7 +11,7 @@ from typing import Any
 
 import click
 
-from ..config import Config
+from ..config import DEFAULT_POLICY_ALIAS, Config
 from ..exceptions import ConfigError, FormatError
 from ..policies import POLICIES
 from ..pricing import DEFAULT_PRICING, PRESETS, resolve_pricing
@@ -70,11 +70,11 @@ COST_MODEL = (
 )
 @click.option(
     "--policy",
-    type=click.Choice(sorted(POLICIES)),
+    type=click.Choice([*POLICIES, DEFAULT_POLICY_ALIAS]),
     default=None,
     envvar=["TOOLKEEP_POLICY"],
     show_envvar=True,
-    help="Policy of the toolkeep side (default: the config's, from the environment).",
+    help="Policy of the toolkeep side (default: the config's, from the environment, else economy).",
 )
 @click.option(
     "--pricing",

@@ -1,11 +1,12 @@
 """The named policies: each builds its step list from a :class:`~toolkeep.Config`, here.
 
-- ``default``: SPEC's pipeline (:mod:`.spec`);
-- ``seed``: ChatCLI's exact behaviour (:mod:`.seed`);
-- ``economy``: cache-aware (:mod:`.economy`, with :mod:`.cost`, :mod:`.forms`,
-  :mod:`.inputs` and :mod:`.accounting`).
+- ``economy``, the default: cache-aware (:mod:`.economy`, with :mod:`.cost`, :mod:`.forms`,
+  :mod:`.inputs` and :mod:`.accounting`);
+- ``spec``: SPEC's pipeline (:mod:`.spec`);
+- ``seed``: ChatCLI's exact behaviour (:mod:`.seed`).
 
-``Config(policy=NAME)`` picks one from :data:`POLICIES`.
+``Config(policy=NAME)`` picks one from :data:`POLICIES`; ``Config()`` runs ``economy``, and the
+name ``"default"`` stands for it (:data:`~toolkeep.config.DEFAULT_POLICY_ALIAS`).
 """
 
 from __future__ import annotations
@@ -35,11 +36,11 @@ from .seed import SeedMicrocompactor, seed_steps
 from .spec import spec_steps
 
 POLICIES: dict[str, Callable[[Config], list[Step]]] = {
-    "default": spec_steps,
-    "seed": seed_steps,
     "economy": economy_steps,
+    "spec": spec_steps,
+    "seed": seed_steps,
 }
-"""Named step lists; ``Config(policy=NAME)`` picks one."""
+"""Named step lists; ``Config(policy=NAME)`` picks one (``Config()``: ``economy``)."""
 
 
 def build_steps(config: Config) -> list[Step]:

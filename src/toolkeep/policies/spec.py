@@ -1,4 +1,4 @@
-"""SPEC's pipeline, the ``default`` policy; the other policies build on its steps."""
+"""SPEC's pipeline, the ``spec`` policy; the other policies build on its steps."""
 
 from __future__ import annotations
 
