@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 import toolkeep
+from toolkeep.policies import POLICIES
 from toolkeep.shorten import archive_key
 
 from .strategies import assistant, oa_assistant, oa_tool, oa_user, tool_result, tool_use, user
@@ -87,16 +88,24 @@ class TestHelpAndVersion:
 
 class TestPrepare:
     def test_files_workspace_and_report(self, broken_file: Path, tmp_path: Path) -> None:
-        """prepare IN -o OUT --workspace DIR --report FILE writes a valid history and the report."""
+        """prepare IN -o OUT --workspace DIR --report FILE writes a valid history and the report
+        (SPEC's policy, whose cuts of this history are known), and says so in one line."""
         out, ws, rep = tmp_path / "out.json", tmp_path / "ws", tmp_path / "report.json"
         result = run(
-            "prepare", str(broken_file), "-o", str(out), "--workspace", str(ws), "--report", str(rep)
-        )
+            "prepare", str(broken_file), "-o", str(out), "--workspace", str(ws), "--report", str(rep),
+            "--policy", "spec",
+        )  # fmt: skip
         assert result.returncode == 0, result.stderr
-        assert result.stdout == b"" and result.stderr == b""
         prepared = json.loads(out.read_text(encoding="utf-8"))
         assert toolkeep.validate(prepared, "anthropic") == []
         report = json.loads(rep.read_text(encoding="utf-8"))
+        assert result.stdout == b""
+        assert result.stderr.decode() == (
+            "toolkeep: policy spec, pricing anthropic-5m: 4 repairs; 3 results, 1 persisted, "
+            f"1 truncated, 0 summarized, 0 capped; tool-result chars {report['chars']['before']:,} -> "
+            f"{report['chars']['after']:,}\n"
+        )
+        assert report["policy"] == "spec"
         assert {
             k: report["repairs"][k]
             for k in ("synthetic", "orphans_removed", "duplicates_pruned", "relocated")
@@ -120,6 +129,21 @@ class TestPrepare:
             for b in m["content"] if b.get("type") == "tool_result"
         )  # fmt: skip
         assert ws.is_dir() and (ws / "tool-results" / f"budget_c_{archive_key('é' * 25_000)}.txt").is_file()
+
+    @pytest.mark.parametrize("policy", [None, "default", "economy", "spec", "seed"])
+    def test_says_which_policy_ran(self, policy: str | None, broken_file: Path, tmp_path: Path) -> None:
+        """The line on stderr and the report name the policy that ran: ``economy`` unless named
+        (``default`` names it too)."""
+        named = [] if policy is None else ["--policy", policy]
+        rep = tmp_path / "report.json"
+        result = run(
+            "prepare", str(broken_file), "--workspace", str(tmp_path / "ws"), "--report", str(rep), *named
+        )
+        assert result.returncode == 0, result.stderr
+        ran = "economy" if policy in (None, "default") else policy
+        assert result.stderr.decode().startswith(f"toolkeep: policy {ran}, pricing anthropic-5m: 4 repairs; ")
+        assert result.stderr.count(b"\n") == 1
+        assert json.loads(rep.read_text(encoding="utf-8"))["policy"] == ran
 
     def test_repeated_prepare_same_workspace_is_byte_identical(
         self, broken_file: Path, tmp_path: Path
@@ -196,16 +220,22 @@ class TestPrepare:
 
 
 class TestRecall:
-    def test_recall_prints_original_byte_exact(self, broken_file: Path, tmp_path: Path) -> None:
-        """Every marker in the prepared output recalls its original, byte for byte, no newline added."""
+    @pytest.mark.parametrize("policy", sorted(POLICIES))
+    def test_recall_prints_original_byte_exact(self, policy: str, broken_file: Path, tmp_path: Path) -> None:
+        """Every marker in the prepared output recalls its original, byte for byte, no newline
+        added: the result over the per-result limit under every policy, and under SPEC's the
+        old one it truncates too."""
         ws = tmp_path / "ws"
-        out = run("prepare", str(broken_file), "--workspace", str(ws)).stdout.decode()
+        out = run("prepare", str(broken_file), "--workspace", str(ws), "--policy", policy).stdout.decode()
         keys = set(re.findall(r"<<ccr:([0-9a-f]{16})>>", out))
-        assert {archive_key("é" * 25_000), archive_key("x" * 5_000)} <= keys
-        for original in ("é" * 25_000, "x" * 5_000):
-            result = run("recall", archive_key(original), "--workspace", str(ws))
+        originals = {archive_key(text): text for text in ("é" * 25_000, "x" * 5_000, "orphan")}
+        assert archive_key("é" * 25_000) in keys and keys <= set(originals)
+        if policy == "spec":
+            assert archive_key("x" * 5_000) in keys
+        for key in keys:
+            result = run("recall", key, "--workspace", str(ws))
             assert result.returncode == 0
-            assert result.stdout == original.encode("utf-8")
+            assert result.stdout == originals[key].encode("utf-8")
 
     def test_unknown_key_exits_1(self, broken_file: Path, tmp_path: Path) -> None:
         """A well-formed key the workspace's archive does not hold: exit 1 and a message naming it."""

@@ -93,6 +93,24 @@ class Report:
         """True when the pipeline changed anything."""
         return bool(self.repairs) or self.chars_before != self.chars_after
 
+    def summary(self) -> str:
+        """One line for people, naming the policy that ran and what it did (``toolkeep prepare``
+        prints it on stderr)::
+
+            policy economy, pricing anthropic-5m: 4 repairs; 3 results, 1 persisted, 1 truncated,
+            0 summarized, 0 capped; tool-result chars 30,006 -> 9,070
+        """
+        cuts = ", ".join(
+            f"{getattr(self, kind)} {kind}" for kind in ("persisted", "truncated", "summarized", "capped")
+        )
+        line = (
+            f"policy {self.policy}, pricing {self.pricing}: {len(self.repairs)} repairs; "
+            f"{self.total} results, {cuts}; tool-result chars {self.chars_before:,} -> {self.chars_after:,}"
+        )
+        if self.tokens_before is not None:
+            line += f"; request tokens {self.tokens_before:,} -> {self.tokens_after:,}"
+        return line
+
     def to_dict(self) -> dict[str, Any]:
         """The JSON form the CLI writes with ``--report``."""
         return {

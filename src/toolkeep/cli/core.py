@@ -43,7 +43,9 @@ def prepare(
 
     Without --workspace, the session directory is the conversation's own under the user's cache
     dir (named from its first message: the same input gives the same bytes in every run), kept
-    for read and recall; every setting flag also reads the variable it names."""
+    for read and recall; every setting flag also reads the variable it names (--policy:
+    economy, the cache-aware default; spec, SPEC's pipeline; seed, ChatCLI's). One line on stderr
+    says which policy ran and what it did."""
     document = read_document(source)
     if workspace is not None:
         ws = Workspace(workspace, keep=True)
@@ -56,6 +58,7 @@ def prepare(
     write_output(output, dumps(prepared, indent))
     if report_path:
         write_output(report_path, dumps(report.to_dict(), 2))
+    click.echo(f"toolkeep: {report.summary()}", err=True)
     if report.save_errors:
         # nothing is cut without a way back, but what could not be saved stays whole (or its
         # cut says so): the caller must know
