@@ -414,13 +414,17 @@ class TestProtection:
         text: str = out[2]["content"][0]["content"]
         return text
 
-    @pytest.mark.parametrize(("protect", "kept_until"), [(0, 1), (4, 3), (6, 5), (99, 6)])
+    # the policies that know recall (seed is ChatCLI's, which had none: it cuts by age alone),
+    # with the age from which each cuts this big grep output
+    @pytest.mark.parametrize(("policy", "cut_from"), [("spec", 2), ("economy", 1)])
+    @pytest.mark.parametrize("protect", [0, 4, 6, 99])
     def test_recall_results_are_kept_for_the_configured_turns(
-        self, tmp_path: Path, protect: int, kept_until: int
+        self, tmp_path: Path, policy: str, cut_from: int, protect: int
     ) -> None:
         """A recall result is not compacted while younger than recall_protect_turns; other tools'
-        results of the same age are."""
-        config = Config(recall_protect_turns=protect)
+        results of the same age are. Once older, SPEC's cuts it by age; economy when the cut pays
+        (here it no longer does: the turns after it would be rewritten)."""
+        config = Config(policy=policy, recall_protect_turns=protect)
         for age in range(7):
             history = self.history(RECALL_TOOL)[: 3 + 2 * (age)]
             control = self.history("grep")[: 3 + 2 * (age)]
@@ -428,8 +432,9 @@ class TestProtection:
                 out, _ = session.prepare(history)
                 out_control, _ = session.prepare(control)
             kept = self.first_result(out) == history[2]["content"][0]["content"]
-            assert kept == (age <= kept_until), (age, protect)
-            assert (self.first_result(out_control) == control[2]["content"][0]["content"]) == (age < 2)
+            protected = age < max(protect, cut_from)
+            assert kept == protected if policy == "spec" else kept or not protected, (age, protect)
+            assert (self.first_result(out_control) == control[2]["content"][0]["content"]) == (age < cut_from)
 
 
 # ---------------------------------------------------------------------------------------- markers

@@ -31,6 +31,9 @@ class Item:
     kind: Kind | None = None
     """``None`` for a call's input."""
     failure: bool = False
+    recalled: bool = False
+    """A result of one of the config's ``recall_tools``: kept whole while younger than
+    ``recall_protect_turns`` (what the model just asked for, cut again, it would ask for again)."""
     tier: int = 0
     superseded: bool = False
     forms: dict[int, Any] = field(default_factory=dict)

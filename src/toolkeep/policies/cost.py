@@ -74,12 +74,13 @@ class CostModel:
         (``blocked`` says whether this one did too)."""
         e = self.economy
         self.blocked = False
+        protect = ctx.config.recall_protect_turns
         pending: list[tuple[Item, int]] = []
         for item in active:
-            if superseded and id(item) in superseded:
-                want = 2
-            else:
-                want = self.desired(item, requests - 1 - item.block)
+            age = requests - 1 - item.block
+            if item.recalled and age < protect:
+                continue  # a recall answer, kept whole while the model is likely to use it
+            want = 2 if superseded and id(item) in superseded else self.desired(item, age)
             if want > item.tier:
                 pending.append((item, want))
         if not pending or not e.batch or expired:

@@ -307,6 +307,7 @@ class EconomyPlan:
                 tail = part.full_text[-3_000:]
                 failure = e.smart and (part.is_error or (kind == "exec" and bool(_FAILURE.search(tail))))
                 target = call_target(name, arguments) if kind == "read" and e.smart else None
+                recalled = (name or "").lower() in ctx.config.recall_tools
                 made = (
                     part.call_id,
                     part.full_text,
@@ -316,10 +317,11 @@ class EconomyPlan:
                     failure,
                     block,
                     m.role,
+                    recalled,
                 )
                 item = reuse.get((index, j))
                 if item is None or item.made != made:
-                    item = Item(index, j, block, part, kind, failure, role=m.role, made=made)
+                    item = Item(index, j, block, part, kind, failure, recalled, role=m.role, made=made)
                 out.append((item, target))
         return out
 
