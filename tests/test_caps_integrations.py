@@ -22,6 +22,8 @@ from .strategies import property_settings
 
 # the budget is set out of the way: only the caps cut
 CONFIG = Config(max_result_chars=400_000, turn_budget_chars=800_000)
+POLICIES = ["spec", "economy"]
+"""The policies whose caps are sizes (``seed`` keeps ChatCLI's fixed cap shape)."""
 
 sizes = st.tuples(st.integers(100, 200_000), st.integers(0, 200_000)).map(lambda t: (t[0], t[0] + t[1]))
 """``(cap, output size)``: an output at or over its cap."""
@@ -175,16 +177,19 @@ RUNNERS = {"langchain": run_langchain, "pydantic-ai": run_pydantic_ai, "openai-a
 @pytest.mark.parametrize("framework", sorted(RUNNERS))
 @pytest.mark.parametrize(("cap", "size"), EXTREMES)
 @pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
-def test_extremes(framework: str, cap: int, size: int, asynchronous: bool) -> None:
-    """The smallest and largest caps, at and one past them, sync and through the async path."""
-    with Session(CONFIG) as session:
+@pytest.mark.parametrize("policy", POLICIES)
+def test_extremes(framework: str, cap: int, size: int, asynchronous: bool, policy: str) -> None:
+    """The smallest and largest caps, at and one past them, sync and through the async path
+    (the cache-aware policy once sent the cut with a names index, past the cap)."""
+    with Session(CONFIG.replace(policy=policy)) as session:
         RUNNERS[framework](cap, size, session, asynchronous)
 
 
 @pytest.mark.parametrize("framework", sorted(RUNNERS))
+@pytest.mark.parametrize("policy", POLICIES)
 @property_settings(6)
 @given(cap_size=sizes)
-def test_any_size(framework: str, cap_size: tuple[int, int]) -> None:
+def test_any_size(framework: str, policy: str, cap_size: tuple[int, int]) -> None:
     """Any cap from 100 to 200,000 and any output at or over it."""
-    with Session(CONFIG) as session:
+    with Session(CONFIG.replace(policy=policy)) as session:
         RUNNERS[framework](*cap_size, session)

@@ -12,12 +12,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import assume, given
+from hypothesis import assume, example, given
 from hypothesis import strategies as st
 
 import toolkeep
 from toolkeep import Config, MemoryStore, Session, ToolCap, ToolCaps, repair_pairing, run_pipeline
 from toolkeep.integrations.raw import ToolLoop
+from toolkeep.policies import POLICIES
 from toolkeep.shorten import CCR_MARKER_RE, archive_key, cap_form
 
 from .strategies import anthropic_turns, property_settings
@@ -153,9 +154,15 @@ def test_result_cap_through_tool_loop(text: str, cap: int) -> None:
         assert len(sent) <= cap
 
 
-@pytest.mark.parametrize("policy", ["default", "economy"])
+NUMBERED = "".join(f"line {n:05d}\n" for n in range(3_000))
+"""Output full of names (numbers of 3+ digits), which the cache-aware policy's index lists."""
+
+
+@pytest.mark.parametrize("policy", ["spec", "economy"])
 @property_settings(30)
 @given(text=outputs(), cap=caps)
+@example(text=NUMBERED, cap=2_000)  # economy once sent the cap form with its names index
+@example(text=NUMBERED, cap=5_000)
 def test_caps_step_and_prepare(
     tmp_path_factory: pytest.TempPathFactory, text: str, cap: int, policy: str
 ) -> None:
@@ -229,17 +236,19 @@ def test_without_a_key_the_path_is_the_way_back(text: str, cap: int, path: str) 
     assert len(form) <= cap and f"[full output saved to {path}]" in form
 
 
-def test_a_declared_cap_enters_with_the_tools_own_head_and_tail() -> None:
+@pytest.mark.parametrize("policy", sorted(POLICIES))
+def test_a_declared_cap_enters_with_the_tools_own_head_and_tail(policy: str) -> None:
     """A tool configured with its own head and tail that also declares a cap: the result enters
     cut to the declared cap with the configured head and tail, as ``prepare`` would cut it, so
-    the two never disagree (the entering cut once took the plain default shape)."""
+    the two never disagree (the entering cut once took the plain default shape), under every
+    policy (the cache-aware one once sent it with a names index, over the declared cap)."""
     text = "".join(f"line {n:05d}\n" for n in range(3_000))
 
     @toolkeep.result_cap(2_000)
     def grep() -> str:
         return text
 
-    config = Config(tool_caps={"grep": toolkeep.ToolCap(50_000, head=300, tail=200)})
+    config = Config(policy=policy, tool_caps={"grep": toolkeep.ToolCap(50_000, head=300, tail=200)})
     response = {"content": [{"type": "tool_use", "id": "t1", "name": "grep", "input": {}}]}
     with ToolLoop({"grep": grep}, format="anthropic", config=config) as loop:
         (message,) = loop.results(response)

@@ -20,6 +20,7 @@ import re
 from collections.abc import Iterable, Iterator
 
 __all__ = [
+    "CAP_LINE_RE",
     "CCR_MARKER_RE",
     "CHUNK_CHARS",
     "CLEARED",
@@ -43,6 +44,10 @@ CCR_MARKER_RE = re.compile(r"<<ccr:([0-9a-f]{16})>>")
 
 SAVED_PATH_RE = re.compile(r"full output saved to ([^\]\n]+)\]")
 """Matches the persisted-file reference of a cap or preview; group 1 is the path."""
+
+CAP_LINE_RE = re.compile(r"\n\n\[TRUNCATED (\d+) chars omitted, (\d+) kept\][^\n]*\n\n")
+"""Matches the line of a cap form (:func:`cap_form`) between its head and tail; groups 1 and 2
+are the chars omitted and kept."""
 
 
 CHUNK_CHARS = 1 << 20

@@ -19,7 +19,7 @@ from ..content_type import detect_content_type
 from ..formats._base import input_chars, text_chars
 from ..messages import Message, ToolCallPart, ToolResultPart
 from ..pricing import resolve_pricing
-from ..shorten import carried_keys, compact_form, summary_form
+from ..shorten import CAP_LINE_RE, carried_keys, compact_form, summary_form
 from ..steps import StepContext
 from .accounting import SLACK, Item
 from .inputs import input_form, parsed_object
@@ -71,7 +71,7 @@ class Forms:
             else:
                 form = input_form(arguments, ctx, e.input_min_chars, e.input_head)
         elif tier == 0:
-            form = self._entry_form(item)
+            form = self._entry_form(item, ctx)
         else:
             previous = self.form(item, tier - 1, ctx)
             try:
@@ -83,15 +83,18 @@ class Forms:
         item.forms[tier] = form
         return form
 
-    def _entry_form(self, item: Item) -> str:
-        """The result as it entered: cut by a cap or the budget, that preview gets the names
-        index of what it left out (decided once, at entry, so the cache never pays for it)."""
+    def _entry_form(self, item: Item, ctx: StepContext) -> str:
+        """The result as it entered: cut by the budget, that preview gets the names index of
+        what it left out (decided once, at entry, so the cache never pays for it), as long as
+        the tool's cap leaves room for it. A cap form is sent as it is: it may be the cut of a
+        tool's own, smaller cap (``@result_cap``), and a cap is the most a result keeps."""
         e = self.economy
         p = item.obj
         assert isinstance(p, ToolResultPart)
-        if p.original is None or not e.previews:
+        if p.original is None or not e.previews or CAP_LINE_RE.search(p.text):
             return p.text
-        index = min(e.index_max, int(len(p.original) * e.index_share))
+        room = ctx.config.tool_cap(p.name).cap - len(p.text) - len("\nnames: ")
+        index = min(e.index_max, int(len(p.original) * e.index_share), room)
         return with_names(p.text, p.original, index, self._known(item))
 
     def _result_form(self, item: Item, tier: int, ctx: StepContext) -> str:

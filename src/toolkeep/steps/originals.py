@@ -12,6 +12,7 @@ from dataclasses import replace
 
 from ..messages import History, ToolResultPart
 from ..shorten import (
+    CAP_LINE_RE,
     CCR_MARKER_RE,
     CLEARED,
     SAVED_PATH_RE,
@@ -25,7 +26,7 @@ from ._context import MISSING, StepContext, block_local, iter_results, replace_r
 __all__ = ["restore_originals"]
 
 _SUMMARY = re.compile(r"\[Old tool result cleared -- (\d+) lines, ([0-9.]+[KM]?) chars, [^\]\n]*\]")
-_CAP = re.compile(r"\n\n\[TRUNCATED (\d+) chars omitted, (\d+) kept\][^\n]*\n\n")
+_CAP = CAP_LINE_RE
 _PREVIEW = re.compile(r"\n\n\.\.\. \[([\d,]+) chars omitted -- [^\n]*\n\n")
 _CLEARED = re.compile(re.escape(CLEARED) + r" <<ccr:([0-9a-f]{16})>>(?: <<ccr:[0-9a-f]{16}>>)*")
 _COMPACT = re.compile(r"\n\[\.\.\. (\d+) chars omitted from old tool result \.\.\.\][^\n]*(?:\n|\Z)")
