@@ -9,6 +9,7 @@ from typing import Any
 import toolkeep
 from toolkeep.formats._base import CONTINUE_TEXT
 from toolkeep.formats.bedrock import FILLER_MESSAGE
+from toolkeep.steps import StepContext, repair_pairing
 from toolkeep.steps.pairing import MISSING_RESULT_TEXT
 
 FMT = "bedrock"
@@ -135,6 +136,31 @@ class TestRepair:
             assert len(sent) == 3
             size = sum(len(json.dumps(x, ensure_ascii=False, separators=(",", ":"))) for x in sent)
             assert fmt.message_chars(message) == size
+
+    def test_a_prepared_history_measures_as_the_one_it_came_from(self, tmp_path: Path) -> None:
+        """A displaced result goes back in front of the user's words, which the dump sends after
+        a filler: loaded again, that filler measures nothing (as the dump sends it alone), so the
+        prepared history measures as the repaired one did, message for message where both have
+        them, and the cache-aware policy, deciding by these sizes, decides the same."""
+        fmt = toolkeep.get_format(FMT)
+        messages = [
+            msg("user", "go"),
+            msg("assistant", use("t1", "grep")),
+            msg("user", "meanwhile, also this"),
+            msg("user", result("t1", {"text": "out\n" * 500})),
+            msg("assistant", "done"),
+        ]
+        out, report = prepared(messages, tmp_path)
+        assert [r.kind for r in report.repairs] == ["relocated"]
+        assert FILLER_MESSAGE in out
+        ctx = StepContext(fmt)
+        repaired = repair_pairing(fmt.load(messages), ctx)
+        loaded = fmt.load(out)
+        (filler,) = [m for m in loaded if m.raw == FILLER_MESSAGE]
+        assert fmt.message_chars(filler) == 0 and fmt.dump([filler]) == []
+        assert [fmt.message_chars(m) for m in loaded if m is not filler] == [
+            fmt.message_chars(m) for m in repaired
+        ]
 
     def test_a_prepared_filler_is_no_turn(self, tmp_path: Path) -> None:
         """The filler loads as a placeholder that no step counts as a turn: a result one turn from

@@ -395,12 +395,18 @@ class BedrockFormat(Format):
 
     def message_chars(self, message: Message) -> int:
         """Chars of ``message`` as sent: a user message with text beside its results as the
-        three messages the dump makes of it; a filler as the message it is (the dump sends it
-        wherever it is still needed)."""
+        three messages the dump makes of it; a filler as nothing, as the dump sends it alone
+        (it puts one back wherever Converse still needs it, as it would where the history held
+        none: a results message followed by the user's text). So a prepared history, fillers
+        and all, measures as the history it was prepared from, and the cache-aware policy
+        decides the same on it (it once decided otherwise on a prepared Bedrock history, by the
+        fillers' chars, and preparing it again changed it)."""
         m = message
+        if m.meta.get(_FILLER):
+            return 0
         raw = m.raw if isinstance(m.raw, Mapping) else None
         if not m.dirty and raw is not None:
-            if m.role == "user" and not m.meta.get(_FILLER):
+            if m.role == "user":
                 return sum(map(input_chars, _user_turns([raw])))
             return input_chars(raw)  # sent as it came
         sizes = [_part_chars(p) for p in m.parts]
