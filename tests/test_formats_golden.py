@@ -6,6 +6,10 @@ shape (images, documents, cache points, thinking/reasoning, server tools, unknow
 in ``<case>.prepared.json`` and its pairing repairs in ``<case>.repairs.json``, with the workspace path written
 ``<WORKSPACE>``. Regenerate the pins with ``TOOLKEEP_REGEN_GOLDEN=1``, then review the diff.
 
+The pins are SPEC's (``policy="spec"``); the default policy's output is pinned beside them in
+``<case>.economy.prepared.json``, and its repairs must be the same pin (pairing is every policy's
+first step).
+
 A string ``"@@repeat N TEXT"`` in an input stands for TEXT repeated N times, so that big tool
 outputs need not be stored.
 """
@@ -24,6 +28,8 @@ import toolkeep
 GOLDEN = Path(__file__).parent / "golden"
 REGEN = os.environ.get("TOOLKEEP_REGEN_GOLDEN") == "1"
 CASES = sorted(GOLDEN.glob("*/*.input.json"))
+PINNED = {"spec": "", "economy": ".economy"}
+"""The policies whose output is pinned, with the infix of their ``prepared`` pins."""
 
 
 def expand(value: Any) -> Any:
@@ -58,14 +64,15 @@ def case_id(path: Path) -> str:
     return f"{path.parent.name}/{path.name.removesuffix('.input.json')}"
 
 
+@pytest.mark.parametrize("policy", sorted(PINNED))
 @pytest.mark.parametrize("path", CASES, ids=case_id)
-def test_golden(path: Path, tmp_path: Path) -> None:
+def test_golden(path: Path, policy: str, tmp_path: Path) -> None:
     """The prepared output and report equal the pins, and the output passes the validator."""
     fmt = path.parent.name
     messages = expand(json.loads(path.read_text(encoding="utf-8")))
     source = json.dumps(messages)
     workspace = tmp_path / "ws"
-    with toolkeep.Session(toolkeep.Config(), workspace=workspace) as session:
+    with toolkeep.Session(toolkeep.Config(policy=policy), workspace=workspace) as session:
         prepared, report = session.prepare(messages, format=fmt)
     assert json.dumps(messages) == source  # the input is untouched
     assert toolkeep.validate(prepared, fmt) == []
@@ -75,7 +82,7 @@ def test_golden(path: Path, tmp_path: Path) -> None:
         assert json.dumps(prepared) == source
         assert all(a is b for a, b in zip(prepared, messages, strict=True))
         assert report.repairs == []
-    check_pin(path.with_name(f"{stem}.prepared.json"), pinned(prepared, workspace))
+    check_pin(path.with_name(f"{stem}{PINNED[policy]}.prepared.json"), pinned(prepared, workspace))
     # the repairs only: how the budget counts chars is the pipeline's business, not the format's
     check_pin(path.with_name(f"{stem}.repairs.json"), pinned(report.to_dict()["repairs"], workspace))
 
@@ -91,17 +98,18 @@ def test_golden_broken_input_is_invalid(path: Path) -> None:
     assert json.loads(prepared.read_text(encoding="utf-8")) != messages
 
 
+@pytest.mark.parametrize("policy", sorted(PINNED))
 @pytest.mark.parametrize("path", sorted(GOLDEN.glob("langchain/*.input.json")), ids=case_id)
-def test_golden_langchain_objects(path: Path, tmp_path: Path) -> None:
+def test_golden_langchain_objects(path: Path, policy: str, tmp_path: Path) -> None:
     """The LangChain cases as ``BaseMessage`` objects give the same output, as objects."""
     from langchain_core.messages import BaseMessage, messages_from_dict, messages_to_dict
 
     data = expand(json.loads(path.read_text(encoding="utf-8")))
     objects = messages_from_dict(data)
     workspace = tmp_path / "ws"
-    with toolkeep.Session(toolkeep.Config(), workspace=workspace) as session:
+    with toolkeep.Session(toolkeep.Config(policy=policy), workspace=workspace) as session:
         prepared, _ = session.prepare(objects, format="auto")
     assert all(isinstance(m, BaseMessage) for m in prepared)
     stem = path.name.removesuffix(".input.json")
-    expected = json.loads(path.with_name(f"{stem}.prepared.json").read_text(encoding="utf-8"))
+    expected = json.loads(path.with_name(f"{stem}{PINNED[policy]}.prepared.json").read_text(encoding="utf-8"))
     assert json.loads(pinned(messages_to_dict(prepared), workspace)) == expected
