@@ -2,9 +2,9 @@
 
 The scripted model reads two Python modules, fetches a page over its tool's cap, reads a log over
 the per-result budget, reads two more modules, then recalls the first module by the key its
-one-line summary carries, and stops. With :data:`CONFIG` that session makes toolkeep do every kind
-of work: a result capped, one persisted behind a preview, old ones truncated then summarized, a
-recall answered byte-exact. The history the agent starts from holds a call that was interrupted
+one-line summary carries, and stops. With :data:`CONFIG` (SPEC's policy, whose ages make a short
+session reach every tier) that session makes toolkeep do every kind of work: a result capped, one
+persisted behind a preview, old ones truncated then summarized, a recall answered byte-exact. The history the agent starts from holds a call that was interrupted
 (no result), which must be repaired before the first request.
 
 Every request the fake model receives goes through :func:`check_request`: valid for its provider
@@ -25,13 +25,15 @@ from toolkeep.shorten import CCR_MARKER_RE
 from toolkeep.steps import iter_results
 
 CONFIG = toolkeep.Config(
+    policy="spec",
     max_result_chars=6_000,
     turn_budget_chars=20_000,
     default_tool_cap=10_000,
     cap_head_chars=3_000,
     cap_tail_chars=1_000,
 )
-"""Small limits, so that a short session reaches every tier."""
+"""Small limits, so that a short session reaches every tier, by SPEC's ages (the cache-aware
+default waits for batches that pay, which a session this short does not make)."""
 
 INTERRUPTED_ID = "call_interrupted"
 """Id of the call the starting history leaves without a result."""

@@ -1,8 +1,12 @@
-"""Progressive microcompaction (SPEC 6): by age, from the original, with the way back carried."""
+"""Progressive microcompaction (SPEC 6): by age, from the original, with the way back carried.
+
+SPEC's ages, sizes and preserved tools are its policy's, ``spec``: every config here names it
+(the default, ``economy``, decides by cost, and shortens execution output as it pays)."""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +18,16 @@ from toolkeep.shorten import archive_key
 from toolkeep.stores import MemoryStore
 
 from .strategies import assistant, oa_assistant, oa_tool, oa_user, tool_result, tool_use, user
+
+SPEC = Config(policy="spec")
+
+
+@pytest.fixture
+def session(tmp_path: Path) -> Iterator[Session]:
+    """A session of SPEC's policy."""
+    with Session(SPEC, workspace=tmp_path / "ws") as s:
+        yield s
+
 
 COMPACT = re.compile(r"\n\[\.\.\. (\d+) chars omitted from old tool result \.\.\.\]((?: \S+)*)\n")
 SUMMARY = re.compile(r"^\[Old tool result cleared -- (\d+) lines, (\S+) chars, ([^\]]+)\]((?: \S+)*)$")
@@ -98,7 +112,7 @@ class TestMinimumSize:
 
     def test_configured_minimum_and_ages(self, tmp_path: Path) -> None:
         """The ages and the minimum come from the config."""
-        config = Config(truncate_turns=1, summarize_turns=2, compact_min_chars=10)
+        config = SPEC.replace(truncate_turns=1, summarize_turns=2, compact_min_chars=10)
         with Session(config, workspace=tmp_path) as s:
             assert s.prepare(aged("k" * 10, 5))[0] == aged("k" * 10, 5)
             assert "chars omitted from old tool result" in sent(s.prepare(aged("k" * 3_000, 1))[0])
@@ -127,7 +141,7 @@ class TestPreserved:
 
     def test_preserve_set_is_configurable(self, tmp_path: Path) -> None:
         """A configured preserve set replaces the default one; errors can be let go."""
-        config = Config(preserve_tools=frozenset({"Fetch"}), preserve_errors=False)
+        config = SPEC.replace(preserve_tools=frozenset({"Fetch"}), preserve_errors=False)
         with Session(config, workspace=tmp_path) as s:
             assert s.prepare(aged("f" * 5_000, 4, name="fetch"))[0] == aged("f" * 5_000, 4, name="fetch")
             assert SUMMARY.match(sent(s.prepare(aged("b" * 5_000, 4, name="bash"))[0]))
