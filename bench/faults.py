@@ -386,9 +386,11 @@ def replay(
     end: float = 0.7,
     every: int = 1,
     faults: dict[str, Any] = FAULTS,
+    policy: str | None = None,
 ) -> Outcome:
     """Replay ``history`` request by request under ``faults[fault]``, injected at the ``start``
-    fraction of the requests and healed at the ``end`` fraction (a cap lasts throughout)."""
+    fraction of the requests and healed at the ``end`` fraction (a cap lasts throughout), with
+    ``Config(policy=policy)`` (``None``: the default policy)."""
     setup: Setup = faults[fault](base)
     ends = list(range(1, len(history) + 1, every))
     if ends[-1] != len(history):
@@ -399,7 +401,8 @@ def replay(
     outside: list[float] = []
     out: list[Any] = []
     try:
-        with toolkeep.Session(toolkeep.Config(), workspace=setup.workspace, store=setup.store) as session:
+        config = toolkeep.Config() if policy is None else toolkeep.Config(policy=policy)
+        with toolkeep.Session(config, workspace=setup.workspace, store=setup.store) as session:
             for n, stop in enumerate(ends):
                 if setup.inject is not None and n == first:
                     setup.inject()

@@ -641,12 +641,15 @@ def every_format_histories(max_blocks: int = 5) -> st.SearchStrategy[tuple[str, 
 
 @st.composite
 def configs(draw: st.DrawFn) -> Any:
-    """A valid ``toolkeep.Config`` with every cut threshold drawn small or default, so that caps,
-    previews, compaction and summaries all fire on :func:`result_texts`-sized results."""
+    """A valid ``toolkeep.Config`` of any policy, with every cut threshold drawn small or default,
+    so that caps, previews, compaction and summaries all fire on :func:`result_texts`-sized
+    results (SPEC's ages and sizes; the cache-aware policy's batches as they pay)."""
     from toolkeep import Config
+    from toolkeep.policies import POLICIES
 
     truncate = draw(st.integers(0, 4))
     return Config(
+        policy=draw(st.sampled_from(sorted(POLICIES))),
         default_tool_cap=draw(st.sampled_from([500, 3_000, 30_000])),
         cap_head_chars=draw(st.integers(0, 600)),
         cap_tail_chars=draw(st.integers(0, 300)),

@@ -194,7 +194,10 @@ def test_odd_but_valid_comes_back_as_is(name: str, session: Session, tmp_path: P
     assert out == messages and not report.changed
     result = run("prepare", str(CORPUS / name), "--workspace", str(tmp_path / "cli"))
     assert result.returncode == 0, result.stderr
-    assert result.stderr == b""
+    chars = f"{report.chars_before:,} -> {report.chars_before:,}"
+    assert re.fullmatch(
+        rf"toolkeep: policy economy, .*: 0 repairs; .*chars {chars}\n", result.stderr.decode()
+    )
     assert json.loads(result.stdout) == messages
 
 
@@ -360,24 +363,34 @@ def test_hundred_megabyte_result_cli(tmp_path: Path) -> None:
     assert recalled.returncode == 0 and recalled.stdout == text.encode()
 
 
-def test_hundred_thousand_messages(session: Session) -> None:
-    """A 100,000-message history is prepared whole: valid, every result kept or cut with a marker."""
+@pytest.mark.parametrize("policy", sorted(POLICIES))
+def test_hundred_thousand_messages(policy: str, tmp_path: Path) -> None:
+    """A 100,000-message history is prepared whole under every policy: valid, every result kept
+    or cut with a marker that recalls it (SPEC's summarizes the 50 big ones)."""
     messages: list[Any] = [{"role": "user", "content": "start"}]
+    bodies: dict[str, str] = {}
     for i in range(49_999):
         messages.append(
             {"role": "assistant", "content": [{"type": "tool_use", "id": f"t{i}", "name": "ls", "input": {}}]}
         )
-        body = "x" * 4_000 if i % 1_000 == 0 else f"out {i}"
+        body = bodies[f"t{i}"] = "x" * 4_000 if i % 1_000 == 0 else f"out {i}"
         messages.append(
             {"role": "user", "content": [{"type": "tool_result", "tool_use_id": f"t{i}", "content": body}]}
         )
     messages.append({"role": "assistant", "content": "done"})
     assert len(messages) == 100_000
-    out, report = session.prepare(messages)
-    assert len(out) == 100_000 and report.total == 49_999
-    assert report.summarized == 50 and report.repairs == []
-    keys = CCR_MARKER_RE.findall(json.dumps(out[1:20_000]))
-    assert keys and all(session.recall(k) == "x" * 4_000 for k in set(keys))
+    with Session(toolkeep.Config(policy=policy), workspace=tmp_path / "ws") as session:
+        out, report = session.prepare(messages)
+        assert len(out) == 100_000 and report.total == 49_999 and report.repairs == []
+        assert toolkeep.validate(out, "anthropic") == []
+        results = [b for m in out[2::2] for b in m["content"]]
+        assert [b["tool_use_id"] for b in results] == list(bodies)
+        cut = [b for b in results if b["content"] != bodies[b["tool_use_id"]]]
+        for block in cut:
+            (key,) = CCR_MARKER_RE.findall(block["content"])
+            assert session.recall(key) == bodies[block["tool_use_id"]]
+    if policy == "spec":
+        assert report.summarized == len(cut) == 50
 
 
 def test_huge_bad_value_gives_a_short_error(tmp_path: Path) -> None:

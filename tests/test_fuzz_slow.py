@@ -30,7 +30,7 @@ from hypothesis import strategies as st
 import toolkeep
 from toolkeep import Config, MemoryStore, Session, ToolkeepError, Workspace
 from toolkeep.formats import FORMATS, detect_format
-from toolkeep.pipeline import default_steps, run_pipeline
+from toolkeep.pipeline import POLICIES, build_steps, run_pipeline
 from toolkeep.recall import handle_tool_call
 from toolkeep.shorten import CCR_MARKER_RE, archive_key
 from toolkeep.workspace import WorkspaceReader
@@ -87,14 +87,18 @@ def no_new_violations(out: list[Any], history: list[Any], fmt: str) -> None:
     assert rules <= {v.rule for v in toolkeep.validate(history, format=fmt)}
 
 
+@pytest.mark.parametrize("policy", sorted(POLICIES))
 @fuzz(60)
 @given(case=mutated_histories(), auto=st.booleans())
-def test_prepare_on_mutated_histories(case: tuple[str, list[Any]], auto: bool, workspace: Workspace) -> None:
-    """A faulty history of any format: a valid, idempotent result or a ToolkeepError; input untouched."""
+def test_prepare_on_mutated_histories(
+    policy: str, case: tuple[str, list[Any]], auto: bool, workspace: Workspace
+) -> None:
+    """A faulty history of any format, under every policy: a valid, idempotent result or a
+    ToolkeepError; input untouched."""
     name, history = case
     before = copy.deepcopy(history)
     store = MemoryStore()
-    with Session(Config(), workspace=workspace.path, store=store) as session:
+    with Session(Config(policy=policy), workspace=workspace.path, store=store) as session:
         try:
             out, report = session.prepare(history, format="auto" if auto else name)
         except ToolkeepError as exc:
@@ -109,11 +113,13 @@ def test_prepare_on_mutated_histories(case: tuple[str, list[Any]], auto: bool, w
 
 
 def steps_by_name(config: Config) -> dict[str, Any]:
-    """The default pipeline's steps by name (function name, or class name for a configured step)."""
-    return {getattr(s, "__name__", type(s).__name__): s for s in default_steps(config)}
+    """The steps of the config's policy by name (function name, or class name for a configured
+    step)."""
+    return {getattr(s, "__name__", type(s).__name__): s for s in build_steps(config)}
 
 
-STEPS = steps_by_name(Config())
+STEPS = {name: policy for policy in sorted(POLICIES) for name in steps_by_name(Config(policy=policy))}
+"""Every policy's steps by name, each with a policy that has it."""
 
 
 @pytest.mark.parametrize("step", sorted(STEPS))
@@ -122,9 +128,11 @@ STEPS = steps_by_name(Config())
 def test_each_step_alone(
     step: str, case: tuple[str, list[Any]], config: Config, workspace: Workspace
 ) -> None:
-    """Each step alone, with any config, on a faulty history: a result or a ToolkeepError."""
+    """Each step of every policy alone, with any config, on a faulty history: a result or a
+    ToolkeepError."""
     name, history = case
     before = copy.deepcopy(history)
+    config = config.replace(policy=STEPS[step])
     steps = steps_by_name(config)
     store = MemoryStore()
     try:

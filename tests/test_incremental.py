@@ -11,7 +11,7 @@ import pytest
 
 import toolkeep
 from toolkeep.engine import fingerprint
-from toolkeep.pipeline import run_pipeline
+from toolkeep.pipeline import POLICIES, run_pipeline
 
 from .conftest import TRAJECTORIES, load_trajectory, shared_or_skip
 
@@ -57,13 +57,17 @@ def _turns(n: int) -> list[Any]:
 SMALL = [p for p in TRAJECTORIES if p.stat().st_size < 1_500_000]
 
 
+@pytest.mark.parametrize("policy", sorted(POLICIES))
 @pytest.mark.parametrize("path", SMALL[:8] or [None], ids=lambda p: p.stem[:50] if p else "absent")
-def test_cached_session_matches_fresh_run_at_every_turn(path: Path | None, tmp_path: Path) -> None:
-    """Replaying a real trajectory turn by turn, the session's output and report equal a fresh run's."""
+def test_cached_session_matches_fresh_run_at_every_turn(
+    path: Path | None, policy: str, tmp_path: Path
+) -> None:
+    """Replaying a real trajectory turn by turn, the session's output and report equal a fresh
+    run's, under every policy."""
     shared_or_skip()
     assert path is not None
     history = load_trajectory(path)
-    with toolkeep.Session(toolkeep.Config(), workspace=tmp_path) as session:
+    with toolkeep.Session(toolkeep.Config(policy=policy), workspace=tmp_path) as session:
         for end in request_ends(history):
             request = history[:end]
             out, report = session.prepare(request, format="anthropic")
@@ -72,7 +76,8 @@ def test_cached_session_matches_fresh_run_at_every_turn(path: Path | None, tmp_p
             assert report.to_dict() == expected_report
 
 
-def test_edited_earlier_message_is_reprocessed(tmp_path: Path) -> None:
+@pytest.mark.parametrize("policy", sorted(POLICIES))
+def test_edited_earlier_message_is_reprocessed(policy: str, tmp_path: Path) -> None:
     """Replacing an earlier result's text invalidates what the session remembered of it."""
     big = "line\n" * 5000
     history: list[Any] = [
@@ -81,7 +86,7 @@ def test_edited_earlier_message_is_reprocessed(tmp_path: Path) -> None:
         {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "a", "content": big}]},
         {"role": "assistant", "content": "done"},
     ]
-    with toolkeep.Session(toolkeep.Config(), workspace=tmp_path) as session:
+    with toolkeep.Session(toolkeep.Config(policy=policy), workspace=tmp_path) as session:
         first, _ = session.prepare(history)
         edited = copy.copy(history)
         edited[2] = {
@@ -97,10 +102,11 @@ def test_edited_earlier_message_is_reprocessed(tmp_path: Path) -> None:
         assert first != third
 
 
-def test_removed_message_is_reprocessed(tmp_path: Path) -> None:
+@pytest.mark.parametrize("policy", sorted(POLICIES))
+def test_removed_message_is_reprocessed(policy: str, tmp_path: Path) -> None:
     """Dropping an earlier message gives the same output as a fresh run over the shorter history."""
     history = _turns(6)
-    with toolkeep.Session(toolkeep.Config(), workspace=tmp_path) as session:
+    with toolkeep.Session(toolkeep.Config(policy=policy), workspace=tmp_path) as session:
         session.prepare(history)
         assert_as_fresh(session, history[:3] + history[5:])
 
@@ -122,7 +128,10 @@ def test_fingerprint_sees_block_level_changes() -> None:
     ],
     ids=["no-id", "no-name", "empty"],
 )
-def test_session_ages_skip_assistant_messages_pairing_drops(dropped: dict[str, Any], tmp_path: Path) -> None:
+@pytest.mark.parametrize("policy", sorted(POLICIES))
+def test_session_ages_skip_assistant_messages_pairing_drops(
+    dropped: dict[str, Any], policy: str, tmp_path: Path
+) -> None:
     """An assistant message that pairing drops does not age results, in a session as in a one-off run."""
     history: list[Any] = [
         {"role": "user", "content": "go"},
@@ -132,7 +141,7 @@ def test_session_ages_skip_assistant_messages_pairing_drops(dropped: dict[str, A
         dropped,
         {"role": "user", "content": "more"},
     ]
-    with toolkeep.Session(toolkeep.Config(), workspace=tmp_path) as session:
+    with toolkeep.Session(toolkeep.Config(policy=policy), workspace=tmp_path) as session:
         out, report = session.prepare(history, format="anthropic")
         expected, expected_report = fresh(history, session)
     assert out == expected
@@ -140,7 +149,8 @@ def test_session_ages_skip_assistant_messages_pairing_drops(dropped: dict[str, A
     assert report.truncated == 0
 
 
-def test_a_failed_request_leaves_no_stale_state(tmp_path: Path) -> None:
+@pytest.mark.parametrize("policy", sorted(POLICIES))
+def test_a_failed_request_leaves_no_stale_state(policy: str, tmp_path: Path) -> None:
     """After a request that fails, the next one is prepared as a fresh session would prepare it."""
     good: list[Any] = [
         {"role": "user", "content": "go"},
@@ -152,7 +162,7 @@ def test_a_failed_request_leaves_no_stale_state(tmp_path: Path) -> None:
         {"role": "assistant", "content": [{"type": "tool_use", "id": "b", "name": "ls", "input": {}}]},
         {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "b", "content": "y" * 30_000}]},
     ]
-    with toolkeep.Session(toolkeep.Config(), workspace=tmp_path) as session:
+    with toolkeep.Session(toolkeep.Config(policy=policy), workspace=tmp_path) as session:
         session.prepare(good)
         with pytest.raises(toolkeep.FormatError):  # detection fails before any block is run
             session.prepare([*other, {"role": "robot", "content": "?"}])
@@ -161,15 +171,18 @@ def test_a_failed_request_leaves_no_stale_state(tmp_path: Path) -> None:
     assert out == expected
 
 
+@pytest.mark.parametrize("policy", sorted(POLICIES))
 @pytest.mark.parametrize("change", ["grow", "edit-settled", "remove-settled", "edit-newest"])
-def test_settled_blocks_run_as_one_and_stay_correct(change: str, tmp_path: Path) -> None:
-    """A session's first request runs its settled blocks as one; later requests that grow the
-    history or edit inside that run give what a fresh run gives."""
+def test_settled_blocks_run_as_one_and_stay_correct(change: str, policy: str, tmp_path: Path) -> None:
+    """A session's first request runs its settled blocks as one (under the policies that cut by
+    age alone: economy's plan may change any block's rendering, so it runs them one by one);
+    later requests that grow the history or edit inside that run give what a fresh run gives."""
     history = _turns(12)
-    with toolkeep.Session(toolkeep.Config(), workspace=tmp_path) as session:
+    with toolkeep.Session(toolkeep.Config(policy=policy), workspace=tmp_path) as session:
         first, _ = session.prepare(history)
         assert first == fresh(history, session)[0]
-        assert len(session.state.blocks) < 12  # the old blocks were run (and are kept) as one
+        if policy != "economy":
+            assert len(session.state.blocks) < 12  # the old blocks were run (and are kept) as one
         if change == "grow":
             nxt = history + _turns(2)[1:]
             nxt[-2]["content"][0]["id"] = nxt[-1]["content"][0]["tool_use_id"] = "new"
@@ -190,7 +203,8 @@ def test_settled_blocks_run_as_one_and_stay_correct(change: str, tmp_path: Path)
         assert_as_fresh(session, nxt)
 
 
-def test_block_grown_by_removing_the_assistant_message_after_it(tmp_path: Path) -> None:
+@pytest.mark.parametrize("policy", sorted(POLICIES))
+def test_block_grown_by_removing_the_assistant_message_after_it(policy: str, tmp_path: Path) -> None:
     """Removing the assistant message that ended a block makes the messages after it part of
     that block: it must run again though all its own messages are unchanged (found by the
     property test: the block was kept, and its result not packed with the next user text)."""
@@ -202,6 +216,6 @@ def test_block_grown_by_removing_the_assistant_message_after_it(tmp_path: Path) 
         {"role": "user", "content": [{"type": "text", "text": "look at this"}]},
         {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "gone", "content": ""}]},
     ]
-    with toolkeep.Session(toolkeep.Config(), workspace=tmp_path) as session:
+    with toolkeep.Session(toolkeep.Config(policy=policy), workspace=tmp_path) as session:
         session.prepare(history)
         assert_as_fresh(session, history[:3] + history[4:])

@@ -5,11 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 import toolkeep
+from toolkeep.policies import POLICIES
 from toolkeep.shorten import CCR_MARKER_RE
 
 
-def long_read_session(tmp_path: Path) -> tuple[toolkeep.Session, list[Any], str]:
+def long_read_session(tmp_path: Path, policy: str = "economy") -> tuple[toolkeep.Session, list[Any], str]:
     original = "".join(f"line {n}: {'x' * 40}\n" for n in range(2_000))
     history: list[Any] = [
         {"role": "user", "content": "go"},
@@ -19,15 +22,18 @@ def long_read_session(tmp_path: Path) -> tuple[toolkeep.Session, list[Any], str]
     for n in range(5):
         history.append({"role": "assistant", "content": [{"type": "text", "text": f"step {n}"}]})
         history.append({"role": "user", "content": "next"})
-    return toolkeep.Session(toolkeep.Config(), workspace=tmp_path), history, original
+    return toolkeep.Session(toolkeep.Config(policy=policy), workspace=tmp_path), history, original
 
 
-def test_session_answers_recall_of_a_summarized_result(tmp_path: Path) -> None:
-    """An old result summarized by prepare comes back whole through Session.handle_tool_call."""
-    session, history, original = long_read_session(tmp_path)
+@pytest.mark.parametrize("policy", sorted(POLICIES))
+def test_session_answers_recall_of_a_summarized_result(policy: str, tmp_path: Path) -> None:
+    """An old result shortened by prepare (SPEC's policy summarizes it, the others shorten it
+    their way) comes back whole through Session.handle_tool_call."""
+    session, history, original = long_read_session(tmp_path, policy)
     with session:
         out, report = session.prepare(history)
-        assert report.summarized == 1
+        assert {cut.id for cut in report.cuts} == {"r1"}
+        assert report.summarized == 1 or policy != "spec"
         key = CCR_MARKER_RE.search(out[2]["content"][0]["content"])
         assert key is not None
         pages: list[str] = []
