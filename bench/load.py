@@ -158,7 +158,8 @@ def main() -> None:
     source = "real trajectories (under 1 MB, 40 messages or more)" if DATA.is_dir() else "synthetic sessions"
     body = "\n".join(
         [
-            f"{args.sessions} sessions replayed from {source}, {requests:,} requests in all, default Config, "
+            f"{args.sessions} sessions replayed from {source}, {requests:,} requests in all, "
+            f"`Config()` (policy `{toolkeep.Config().policy}`), "
             f"on a machine with {os.cpu_count()} CPUs shared with other work (load average "
             f"{load_average:.1f} at the end of the run). Throughput: requests prepared "
             "per second, best of 3 runs (wall clock); ratio: to the same sessions prepared one at a time "

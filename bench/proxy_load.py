@@ -11,7 +11,7 @@ body byte are taken. Also checked, once each: a proxy killed mid-stream gives th
 error, not a hang, and every original it archived is still there; 429, 500 and 529 answers pass
 through with their status and body.
 
-    python bench/proxy_load.py [--seconds 60] [--conversations 50] [--policy economy,default] [--write]
+    python bench/proxy_load.py [--seconds 60] [--conversations 50] [--policy economy,spec] [--write]
 
 ``--write`` records the table in bench/results.md, section "Proxy". Bounded: every phase stops by
 itself after S seconds, and every request has a timeout.

@@ -19,6 +19,7 @@ import sys
 import time
 from pathlib import Path
 
+from toolkeep import Config
 from toolkeep.replay import combine, get_counter, load_sessions, replay_session
 from toolkeep.replay.replay import ReplayResult
 
@@ -46,7 +47,8 @@ def table(results: list[tuple[str, ReplayResult]], unit: str, seconds: float) ->
     rec = total["recoverable"]
     lines = [
         f"{len(results)} trajectories from `../shared/bench-data/anthropic/`, {total['turns']:,} requests, "
-        f"default Config, one Session per trajectory; {unit}. Ratios are with toolkeep / without. Cost: "
+        f"`Config()` (policy `{Config().policy}`), one Session per trajectory; {unit}. Ratios are with "
+        "toolkeep / without. Cost: "
         "cache-aware, in base-input-token units (request k pays 0.1x for the longest prefix shared with "
         "request k-1 on the serialized request, 1.25x for the rest). prepare / dumps: total time of "
         "`Session.prepare` over the trajectory's requests / total time of `json.dumps` of the same requests.",

@@ -5,9 +5,10 @@ request's fastest ``prepare``), timing ``prepare`` and ``json.dumps`` of the req
 the same process and run. Prints a table and, with ``--write``, records it in bench/results.md (section "Speed").
 
     python bench/speed.py [--write] [--every N] [--memory] [--uncached-every N] [--policy NAME ...]
+                          [--detail NAME]
 
-Every policy (or those named) gets the Session figures; the default policy also the one-off,
-resumed and memory ones.
+Every policy (or those named) gets the Session figures; one of them (``--detail``, default the
+default policy, ``economy``) also the one-off, resumed and memory ones.
 """
 
 from __future__ import annotations
@@ -194,6 +195,9 @@ def main() -> None:
     parser.add_argument("--memory", action="store_true", help="also measure peak memory (slower)")
     parser.add_argument("--uncached-every", type=int, default=10, help="one-off run every N requests")
     parser.add_argument("--policy", action="append", help="policies to time (default: all)")
+    parser.add_argument(
+        "--detail", default=toolkeep.Config().policy, help="the policy timed in detail (default: the default)"
+    )
     args = parser.parse_args()
 
     path = largest_trajectory()
@@ -224,10 +228,10 @@ def main() -> None:
         *rows,
         "",
     ]
-    if "default" not in policies:
+    if args.detail not in policies:
         print("\n".join(by_policy))
         return
-    config = toolkeep.Config()
+    config = toolkeep.Config(policy=args.detail)
     cached = replay(history, config, args.every)
     uncached = replay_uncached(history, config, args.uncached_every)
     last = cached[-1][0] + 1
@@ -239,7 +243,7 @@ def main() -> None:
     resume = resumed(history, config)
     lines = [
         *by_policy,
-        "The default policy in detail:",
+        f"The `{config.policy}` policy in detail:",
         "",
         f"Trajectory: `{path.name}` ({len(history)} messages; request n = its first n messages, as an agent",
         "appending one message at a time sends them), one process. Session: one `Session` over all",

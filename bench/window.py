@@ -136,7 +136,7 @@ def _result_kind(text: str) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--limit", type=int, default=150_000)
-    parser.add_argument("--policy", default="default")
+    parser.add_argument("--policy", default=toolkeep.Config().policy, help="default: the default policy")
     parser.add_argument("--time", action="store_true", help="also replay without the budget, for the ratio")
     parser.add_argument("--check-all", action="store_true", help="replay again at the highest floor")
     parser.add_argument("--every", type=int, default=100, help="validate and recall every N-th request")

@@ -192,9 +192,9 @@ def all_policies(
         toolkeep_policy("seed", pricing=pricing),
         "",
     )
-    rows["toolkeep-default"] = (
-        'toolkeep `policy="default"` (the SPEC)',
-        toolkeep_policy("default", pricing=pricing),
+    rows["toolkeep-spec"] = (
+        'toolkeep `policy="spec"` (the SPEC)',
+        toolkeep_policy("spec", pricing=pricing),
         "",
     )
     rows["toolkeep-economy"] = (

@@ -113,7 +113,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     model = CostModel()
     facts = compute_facts(trajectories)
     rows = {name: run_policy(name, REFERENCES[name][1], trajectories, facts, model) for name in ROWS}
-    for policy in ("default", "economy"):
+    for policy in ("spec", "economy"):
         rows[policy] = run_policy(policy, toolkeep_policy(policy), trajectories, facts, model)
     names = [t.name for t in trajectories]
     base = rows["unmanaged"]
