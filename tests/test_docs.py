@@ -74,7 +74,8 @@ def test_setup_command_files_exist() -> None:
 
 
 def test_readme_main_job_runs_on_the_example(tmp_path: Path) -> None:
-    """The README's prepare command, run on the shipped example, repairs, persists and compacts."""
+    """The README's prepare command, run on the shipped example, repairs and persists under the
+    default policy, and says which ran; with ``--policy spec`` it also compacts by age."""
     install = shell_blocks()[0]
     prepare = install[install.index("toolkeep prepare") :].split("&&")[0]
     args = shlex.split(prepare)[1:]
@@ -82,15 +83,20 @@ def test_readme_main_job_runs_on_the_example(tmp_path: Path) -> None:
         str(REPO / a) if a.startswith("examples/") else str(tmp_path / a) if a.startswith("demo/") else a
         for a in args
     ]
-    result = subprocess.run([*TOOLKEEP, *args], capture_output=True, timeout=120)
-    assert result.returncode == 0, result.stderr
     out_path = Path(args[args.index("-o") + 1])
-    report = json.loads(Path(args[args.index("--report") + 1]).read_text(encoding="utf-8"))
-    assert toolkeep.validate(json.loads(out_path.read_text(encoding="utf-8"))) == []
-    repairs, results = report["repairs"], report["results"]
-    assert repairs["synthetic"] and repairs["orphans_removed"] and repairs["relocated"]
-    assert results["persisted"] and (results["truncated"] or results["summarized"])
-    assert report["chars"]["after"] < report["chars"]["before"]
+    report_path = Path(args[args.index("--report") + 1])
+    for policy in ("economy", "spec"):
+        named = [] if policy == "economy" else ["--policy", policy]
+        result = subprocess.run([*TOOLKEEP, *args, *named], capture_output=True, timeout=120)
+        assert result.returncode == 0, result.stderr
+        assert result.stderr.decode().startswith(f"toolkeep: policy {policy}, ")
+        report = json.loads(report_path.read_text(encoding="utf-8"))
+        assert toolkeep.validate(json.loads(out_path.read_text(encoding="utf-8"))) == []
+        repairs, results = report["repairs"], report["results"]
+        assert report["policy"] == policy
+        assert repairs["synthetic"] and repairs["orphans_removed"] and repairs["relocated"]
+        assert results["persisted"] and report["chars"]["after"] < report["chars"]["before"]
+        assert results["summarized"] == (2 if policy == "spec" else 0) and results["truncated"] == 0
 
 
 def test_readme_configuration_table_matches_config() -> None:

@@ -8,6 +8,8 @@ then from the defaults::
     10000
     >>> Config.from_env({"TOOLKEEP_TOOL_RESULT_MAX_CHARS": "5000"}).max_result_chars
     5000
+    >>> Config().policy, Config(policy="default").policy, Config(policy="spec").policy
+    ('economy', 'economy', 'spec')
 """
 
 from __future__ import annotations
@@ -112,7 +114,9 @@ DEFAULT_PRESERVE_TOOLS: frozenset[str] = frozenset(
         "run_command", "run_shell_command", "terminal", "python", "ipython",
     }
 )  # fmt: skip
-"""Tool names (lower case) whose results microcompaction never shortens."""
+"""Tool names (lower case) whose results SPEC's microcompaction (``policy="spec"``) never
+shortens; the default policy, ``economy``, tells shell commands apart instead (see
+:class:`Economy`), and ``seed`` preserves nothing."""
 
 # field name -> (primary variable, ChatCLI fallback); a setting ChatCLI never had has no fallback
 ENV_VARIABLES: Mapping[str, tuple[str, ...]] = MappingProxyType(
@@ -237,7 +241,7 @@ class Config:
     turn_budget_chars: int = 200_000
     preview_head_chars: int = 4_000
     preview_tail_chars: int = 1_000
-    # SPEC 6: microcompaction
+    # SPEC 6: microcompaction, by age (policies spec and seed; economy decides by cost, `economy`)
     truncate_turns: int = 2
     summarize_turns: int = 4
     compact_min_chars: int = 3_000
@@ -278,7 +282,8 @@ class Config:
     store_max_bytes: int | None = None
     store_ttl_seconds: float | None = None
     recall_protect_turns: int = 4
-    """A result of a ``recall_tools`` tool is not compacted until it is this many turns old."""
+    """A result of a ``recall_tools`` tool is not compacted until it is this many turns old (by
+    ``economy`` and ``spec``; ``seed``, ChatCLI's, knows no recall)."""
     recall_page_chars: int = 16_000
     """Most chars one recall answer holds (also kept under ``max_result_chars`` and the cap)."""
     recall_tools: frozenset[str] = frozenset({"recall", "read_result"})
