@@ -97,8 +97,8 @@ class Report:
         """One line for people, naming the policy that ran and what it did (``toolkeep prepare``
         prints it on stderr)::
 
-            policy economy, pricing anthropic-5m: 4 repairs; 3 results, 1 persisted, 1 truncated,
-            0 summarized, 0 capped; tool-result chars 30,006 -> 9,070
+            policy spec, pricing anthropic-5m: 4 repairs; 3 results, 1 persisted, 1 truncated,
+            0 summarized, 0 capped; tool-result chars 30,006 -> 7,877
         """
         cuts = ", ".join(
             f"{getattr(self, kind)} {kind}" for kind in ("persisted", "truncated", "summarized", "capped")
