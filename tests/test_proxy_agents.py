@@ -3,8 +3,7 @@ CLI (npm ``@openai/codex``), run non-interactively against the scripted model se
 (tests/upstream_server.py), once directly and once through the real ``toolkeep proxy``.
 
 The scripted model has the agent read twelve big files with its own tool (Claude Code's Read,
-Codex's shell), one a turn, then open the file a shortened result names; the proxy runs SPEC's
-policy (``--policy spec``), whose age tiers shorten such a session. Checked: the agent
+Codex's shell), one a turn, then open the file a shortened result names. Checked: the agent
 finishes; every request the upstream sees is valid for its provider; the request after the last
 big read is at most half the size of the same request without the proxy; the text toolkeep cut
 comes back through the agent's own tool; every response reaches the agent byte-identical to
@@ -158,9 +157,6 @@ def runs(
                 tap = None
             else:
                 workspace = tmp_path_factory.mktemp(f"{name}-workspace")
-                # SPEC's policy, which cuts these reads by age: the cache-aware default waits for
-                # batches that pay, and on Codex, whose reads enter under the per-result limit,
-                # none does (the README gives both figures)
                 with ProxyProcess(
                     "--anthropic-upstream",
                     upstream.url,
@@ -168,8 +164,6 @@ def runs(
                     upstream.url,
                     "--workspace",
                     str(workspace),
-                    "--policy",
-                    "spec",
                 ) as proxy:
                     host, port = proxy.url.removeprefix("http://").rsplit(":", 1)
                     tap = Tap(host, int(port))
