@@ -22,13 +22,14 @@ EXPECTED = {
         r"toolu_1: 30,000 chars in the history",  # cut to its 30,000 cap as it entered
         r"more: call recall with key=[0-9a-f]{16}",
     ],
-    "openai_loop.py": [r"repairs \['synthetic call_1'\]", r"the search result I was sent is 5,\d{3} chars"],
+    "openai_loop.py": [r"repairs \['synthetic call_1'\]", r"the search result I was sent is 15,\d{3} chars"],
     "langchain_agent.py": [
-        r"sent tool results of \[90, 90, 2576, 2576, 6\d{3}, 6\d{3}\]",
+        # six reads in a row: economy holds reads a turn, and no batch is free before six stall
+        r"sent tool results of \[6260, 6260, 6260, 6260, 6260, 6260\]",
         r"keeps them whole: \[6260, 6260, 6260, 6260, 6260, 6260\]",
     ],
-    "pydantic_ai_agent.py": [r"fetch result: 5,\d{3} chars", r"recall result: 209 chars", r"row 2"],
-    "openai_agents_agent.py": [r"tool outputs of \[162, 5\d{3}\] chars", r"finished every job"],
+    "pydantic_ai_agent.py": [r"fetch result: 11,\d{3} chars", r"recall result: 209 chars", r"row 2"],
+    "openai_agents_agent.py": [r"tool outputs of \[162, 9\d{3}\] chars", r"finished every job"],
 }
 
 

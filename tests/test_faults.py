@@ -327,7 +327,8 @@ def test_redis_lost_mid_session(durable_redis: RedisServer, tmp_path: Path) -> N
         for n in (2, 3):
             text = result_of(out, n)
             assert SAVED_PATH_RE.search(text) and not CCR_MARKER_RE.search(text)
-        assert [e.split()[0] for e in report.save_errors] == ["archive", "archive"]
+        kinds = [e.split()[0] for e in report.save_errors]  # economy archives every long result
+        assert len(kinds) >= 2 and set(kinds) == {"archive"}
         assert "could not be read just now" in recall_answer(session.store, key1)
         with pytest.raises(StoreError):
             session.recall(key1)

@@ -149,7 +149,7 @@ class TestRepair:
             output("c9"),
             _assistant_text("done"),
         ]
-        config = toolkeep.Config(truncate_turns=2, summarize_turns=4, compact_min_chars=100)
+        config = toolkeep.Config(policy="spec", truncate_turns=2, summarize_turns=4, compact_min_chars=100)
         with toolkeep.Session(config, workspace=tmp_path / "ws") as session:
             out, report = session.prepare(items, format=FMT)
             again, again_report = session.prepare(out, format=FMT)
