@@ -42,6 +42,8 @@ class Item:
     """The role of the message that holds it (its size as sent depends on it)."""
     made: Hashable = None
     """What the item was made of (it is taken again while that is unchanged)."""
+    names: frozenset[str] | None = None
+    """The names its original shows (a result's; ``previews.names_of``, once asked for)."""
 
 
 @dataclass(slots=True)

@@ -108,7 +108,7 @@ class EconomyPlan:
         for other in items[self.names_indexed :]:
             if isinstance(other.obj, ToolResultPart):
                 place = (other.message, other.part)
-                for name in names_of(other.obj.full_text):
+                for name in _names(other):
                     first.setdefault(name, place)
         self.names_indexed = len(items)
         at = (item.message, item.part)
@@ -120,7 +120,7 @@ class EconomyPlan:
                 and isinstance(other.obj, ToolResultPart)
                 and (other.message, other.part) < at
             ):
-                extra |= names_of(other.obj.full_text)
+                extra |= _names(other)
         return _Before(first, at, extra)
 
     def update(self, flat: History, changed: int, ctx: StepContext) -> set[int] | None:
@@ -334,6 +334,15 @@ class EconomyPlan:
         reads[target] = item
         if older is not None:
             older.superseded = True
+
+
+def _names(item: Item) -> frozenset[str]:
+    """The names ``item``'s original shows, computed once: a trailing item is asked again at
+    each form of the results after it, and again when the next request registers it."""
+    if item.names is None:
+        assert isinstance(item.obj, ToolResultPart)
+        item.names = names_of(item.obj.full_text)
+    return item.names
 
 
 class _Before:
