@@ -356,6 +356,25 @@ class TestEconomyInsurance:
         assert "\nnames: " in first and again.startswith("[Old tool result cleared -- ")
         assert "\nnames: " not in again
 
+    @pytest.mark.parametrize("pricing", ["anthropic-5m", "openai"])
+    def test_a_run_of_reads_is_shortened_once_its_batches_stall(self, pricing: str) -> None:
+        """Sixteen reads in a row, none over the budget: each due read would rewrite the held
+        read after it, so no first batch is free; after min_horizon stalled requests the due
+        and held reads go to stubs together (the Codex shape is tested in
+        test_proxy_conversations), and without the lever nothing is ever shortened."""
+        turns = [
+            ("Read", {"file_path": f"/src/m{n}.py"}, source(90).replace("handler", f"m{n}_h"))
+            for n in range(16)
+        ]
+        on = texts(economy_run(session_of(turns), Economy(), pricing=pricing)[-1])
+        off = texts(economy_run(session_of(turns), Economy(lean_tail=False), pricing=pricing)[-1])
+        original = texts(session_of(turns))
+        assert off == original
+        shortened = [k for k in sorted(on) if on[k] != original[k]]
+        assert len(shortened) >= 6 and shortened == sorted(on)[: len(shortened)]
+        assert on["toolu_015"] == original["toolu_015"]
+        assert all("<<ccr:" in on[k] for k in shortened)
+
     def test_a_prepared_history_sent_back_is_prepared_the_same(self, tmp_path: Path) -> None:
         """Old inputs the policy shortened are put back before it folds, so the savings they
         brought still pay for the same rewrites when the prepared history is sent again."""
