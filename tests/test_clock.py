@@ -17,7 +17,7 @@ from toolkeep import Config, Economy, engine
 from toolkeep.exceptions import ConfigError
 from toolkeep.formats import get_format
 from toolkeep.policies import build_steps
-from toolkeep.pricing import CacheExpiry
+from toolkeep.pricing import CacheExpiry, CacheTimes
 from toolkeep.report import Report
 from toolkeep.steps import StepContext
 from toolkeep.stores import MemoryStore
@@ -131,6 +131,55 @@ class TestClockInput:
         with session, pytest.raises(ConfigError, match="finite number"):
             session.prepare([{"role": "user", "content": "hi"}])
 
+    @pytest.mark.parametrize("reading", ["now", float("inf"), True])
+    def test_now_must_be_seconds(self, reading: Any, tmp_path: Path) -> None:
+        with (
+            toolkeep.Session(workspace=tmp_path) as session,
+            pytest.raises(ConfigError, match="finite number"),
+        ):
+            session.prepare([{"role": "user", "content": "hi"}], now=reading)
+
+    @pytest.mark.parametrize(
+        "cache",
+        [
+            {"last": 1.0},
+            CacheTimes(last=float("nan")),
+            CacheTimes(expired=frozenset({-1})),
+            CacheTimes(expired=frozenset({True})),
+        ],
+    )
+    def test_cache_must_be_cache_times(self, cache: Any, tmp_path: Path) -> None:
+        with toolkeep.Session(workspace=tmp_path) as session, pytest.raises(ConfigError, match="cache"):
+            session.prepare({"messages": [{"role": "user", "content": "hi"}]}, cache=cache)
+
+    def test_a_session_handed_the_timing_decides_as_the_one_that_saw_it(self, tmp_path: Path) -> None:
+        """The request after the gap, sent to a second session, moves as it would in the first
+        when that session is handed the first's :meth:`cache_times`; alone it cannot know."""
+        config = Config(policy="economy", economy=NEVER_PAYS)
+        history_ = requests(history())
+        with toolkeep.Session(config, workspace=tmp_path / "a") as first:
+            for t, request in enumerate(history_[:5]):
+                first.prepare(request, format="anthropic", now=float(t))
+            timing = first.cache_times(history_[4])
+        assert timing == CacheTimes(4.0, frozenset())
+        for handed, moved in ((timing, 4), (None, 0)):
+            with toolkeep.Session(config, workspace=tmp_path / f"b{moved}") as second:
+                out = second.prepare(history_[5], format="anthropic", now=305.0, cache=handed).messages
+                assert shortened(out) == moved
+
+    def test_now_stands_for_the_clock(self, tmp_path: Path) -> None:
+        """``prepare(..., now=t)`` is the request a session whose clock reads ``t`` prepares,
+        and :meth:`cache_times` says what the session then knows."""
+        config = Config(policy="economy", economy=NEVER_PAYS)
+        gap = [0.0, 1, 2, 3, 4, 305, 306]
+        by_clock = [json.dumps(out) for out, _ in run_at(gap, config, tmp_path / "a")]
+        with toolkeep.Session(config, workspace=tmp_path / "b", clock=lambda: 1e9) as session:
+            given = []
+            for t, request in zip(gap, requests(history()), strict=False):
+                given.append(json.dumps(session.prepare(request, format="anthropic", now=t).messages))
+            assert session.cache_times(request) == CacheTimes(306.0, frozenset({5}))
+        assert given == by_clock
+
     def test_the_default_clock_is_monotonic(self) -> None:
         import time
 
@@ -173,6 +222,39 @@ def test_incremental_is_fresh_given_the_same_clock_readings(
             fresh = engine.run(fmt, request, build_steps(config), ctx)
             assert json.dumps(out) == json.dumps(fresh)
             assert report.to_dict() == fresh_report.to_dict()
+
+
+@given(sessions_in_time(), st.integers(1, 3), st.sampled_from([Economy(), NEVER_PAYS]))
+@property_settings(30)
+def test_sessions_handed_the_timing_send_what_one_session_sends(
+    case: tuple[list[Any], list[float], int], replicas: int, economy: Economy
+) -> None:
+    """Requests dealt in turn to several sessions (as to replicas of the proxy), each given the
+    time and the timing the one before it reported, send what one session that saw them all
+    sends: what the cache-aware policy knows of time is only ``now`` and ``cache``."""
+    messages, times, ttl = case
+    config = Config(policy="economy", economy=economy, pricing=f"read=0.1,write=1.25,ttl={ttl}")
+    store = MemoryStore()
+    clock = Clock()
+    history = requests([*messages, {"role": "assistant", "content": "done"}])
+    with toolkeep.Session(config, store=store, clock=clock) as one:
+        alone = []
+        for t, request in zip(times, history, strict=True):
+            clock.now = t
+            alone.append(json.dumps(one.prepare(request, format="anthropic").messages))
+    sessions = [toolkeep.Session(config, store=store, clock=lambda: -1.0) for _ in range(replicas)]
+    try:
+        timing = CacheTimes()
+        dealt = []
+        for n, (t, request) in enumerate(zip(times, history, strict=True)):
+            session = sessions[n % replicas]
+            out = session.prepare(request, format="anthropic", now=t, cache=timing)
+            dealt.append(json.dumps(out.messages))
+            timing = session.cache_times(request)
+    finally:
+        for session in sessions:
+            session.close()
+    assert dealt == alone
 
 
 @pytest.mark.parametrize("name", ["openai-chat", "openai-responses", "gemini", "bedrock", "langchain"])

@@ -42,7 +42,15 @@ from typing import Any
 
 from .exceptions import ConfigError
 
-__all__ = ["DEFAULT_PRICING", "PRESETS", "CacheExpiry", "Pricing", "parse_pricing", "resolve_pricing"]
+__all__ = [
+    "DEFAULT_PRICING",
+    "PRESETS",
+    "CacheExpiry",
+    "CacheTimes",
+    "Pricing",
+    "parse_pricing",
+    "resolve_pricing",
+]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -230,6 +238,21 @@ def resolve_pricing(value: str | Pricing | None, fmt: Any = None) -> Pricing:
         if isinstance(suggested, str)
         else PRESETS[DEFAULT_PRICING]
     )
+
+
+@dataclass(frozen=True)
+class CacheTimes:
+    """What the cache-aware policy knows of when a conversation's earlier requests were sent:
+    the session clock's reading at the last one (``None``: there was none) and the numbers of
+    those that found the provider's cache expired (see :class:`CacheExpiry`).
+
+    A session keeps this per conversation itself. A caller that keeps it elsewhere (the proxy
+    does, so that replicas agree) reads it with ``Session.cache_times`` and passes it, with the
+    time, to ``Session.prepare(..., now=..., cache=...)``.
+    """
+
+    last: float | None = None
+    expired: frozenset[int] = frozenset()
 
 
 @dataclass(eq=False)

@@ -23,7 +23,7 @@ from .formats import Format, _sdk, detect_format, get_format, resolve_format
 from .messages import ToolResultPart
 from .pipeline import Prepared
 from .policies import build_steps
-from .pricing import resolve_pricing
+from .pricing import CacheTimes, resolve_pricing
 from .recall import handle_tool_call, tool_definitions
 from .report import Report
 from .requests import PreparedRequest, read_request
@@ -69,6 +69,13 @@ def _log_report(report: Report, messages: int) -> None:
             extra={"repairs": len(report.repairs), "chars_before": report.chars_before,
                    "chars_after": report.chars_after},
         )  # fmt: skip
+
+
+def _seconds(reading: Any, what: str) -> float:
+    """``reading`` checked as a number of seconds."""
+    if not isinstance(reading, (int, float)) or isinstance(reading, bool) or not math.isfinite(reading):
+        raise ConfigError(f"{what} gave {reading!r}, not seconds as a finite number")
+    return float(reading)
 
 
 def _conversation_key(first: Any) -> str:
@@ -218,11 +225,25 @@ class Session(Closing):
 
     @overload
     def prepare(
-        self, messages: Sequence[Any], format: str | Format = "auto", *, tools: Any = None, system: Any = None
+        self,
+        messages: Sequence[Any],
+        format: str | Format = "auto",
+        *,
+        tools: Any = None,
+        system: Any = None,
+        now: float | None = None,
+        cache: CacheTimes | None = None,
     ) -> Prepared: ...
 
     @overload
-    def prepare(self, messages: Mapping[str, Any], format: str | Format = "auto") -> PreparedRequest: ...
+    def prepare(
+        self,
+        messages: Mapping[str, Any],
+        format: str | Format = "auto",
+        *,
+        now: float | None = None,
+        cache: CacheTimes | None = None,
+    ) -> PreparedRequest: ...
 
     def prepare(
         self,
@@ -231,6 +252,8 @@ class Session(Closing):
         *,
         tools: Any = None,
         system: Any = None,
+        now: float | None = None,
+        cache: CacheTimes | None = None,
     ) -> Prepared | PreparedRequest:
         """The history to send and a report; ``messages`` is never mutated.
 
@@ -254,18 +277,47 @@ class Session(Closing):
         ``tools`` and ``system`` are the tool definitions and system prompt sent beside a list of
         messages, counted towards it (as they are sent: any JSON value); a request object
         carries its own (``tools``, ``system``, ``instructions``, ``systemInstruction``, ...).
+
+        ``now`` is the time of this request, in the clock's seconds, instead of a reading of
+        :attr:`clock`; ``cache`` is what to know of the conversation's earlier requests instead
+        of what this session remembers (:meth:`cache_times`): together they let a caller that
+        keeps a conversation's timing elsewhere, as the proxy's replicas do, get the bytes a
+        session that had seen every request would give.
         """
+        timing = self._timing(now, cache)
         if isinstance(messages, Mapping):
             if tools is not None or system is not None:
                 raise FormatError(
                     "a request object carries its own tools and system prompt: pass them in it",
                     field="tools" if tools is not None else "system",
                 )
-            return self._prepare_request(messages, format)
+            return self._prepare_request(messages, format, timing)
         extras = tuple(x for x in (tools, system) if x is not None)
         with self._lock:
             self._check_open()
-            return self._prepare(messages, format, extras)
+            return self._prepare(messages, format, extras, timing)
+
+    def cache_times(self, messages: Sequence[Any]) -> CacheTimes:
+        """What this session knows of the timing of the requests of the conversation
+        ``messages`` continues (after :meth:`prepare` of ``messages``: including it)."""
+        if not isinstance(messages, (list, tuple)):
+            raise FormatError(f"a history is a list of messages, got {type(messages).__name__}")
+        with self._lock:
+            state = self._state_for(messages)
+            return CacheTimes(state.last_time, frozenset(state.expiry.requests))
+
+    @staticmethod
+    def _timing(now: float | None, cache: CacheTimes | None) -> tuple[float | None, CacheTimes | None]:
+        if now is not None:
+            now = _seconds(now, "now")
+        if cache is not None:
+            if not isinstance(cache, CacheTimes):
+                raise ConfigError(f"cache must be a toolkeep.pricing.CacheTimes, got {type(cache).__name__}")
+            if cache.last is not None:
+                _seconds(cache.last, "cache.last")
+            if not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in cache.expired):
+                raise ConfigError("cache.expired must hold request numbers (ints >= 0)")
+        return now, cache
 
     def _check_open(self) -> None:
         if self._closed:
@@ -274,12 +326,19 @@ class Session(Closing):
             )
 
     def _prepare(
-        self, messages: Sequence[Any], format: str | Format, extras: tuple[Any, ...] = ()
+        self,
+        messages: Sequence[Any],
+        format: str | Format,
+        extras: tuple[Any, ...] = (),
+        timing: tuple[float | None, CacheTimes | None] = (None, None),
     ) -> Prepared:
         if not isinstance(messages, (list, tuple)):
             raise FormatError(f"a history is a list of messages, got {type(messages).__name__}")
-        now = self._now()
+        given, cache = timing
+        now = self._now() if given is None else given
         state = self._state_for(messages)
+        if cache is not None:
+            state.last_time, state.expiry.requests = cache.last, set(cache.expired)
         same = common_prefix(state.last, messages)
         # what a failed request read is forgotten: the next one is compared with nothing
         state.last = []
@@ -309,10 +368,7 @@ class Session(Closing):
 
     def _now(self) -> float:
         """The clock's reading, checked: a number of seconds."""
-        reading = self.clock()
-        if not isinstance(reading, (int, float)) or isinstance(reading, bool) or not math.isfinite(reading):
-            raise ConfigError(f"the session's clock must return seconds as a finite number, got {reading!r}")
-        return float(reading)
+        return _seconds(self.clock(), "the session's clock")
 
     def _state_for(self, messages: Sequence[Any]) -> SessionState:
         """The state of the conversation ``messages`` continues (found by its first message),
@@ -336,7 +392,12 @@ class Session(Closing):
         self._key = key
         return state
 
-    def _prepare_request(self, body: Mapping[str, Any], format: str | Format) -> PreparedRequest:
+    def _prepare_request(
+        self,
+        body: Mapping[str, Any],
+        format: str | Format,
+        timing: tuple[float | None, CacheTimes | None] = (None, None),
+    ) -> PreparedRequest:
         """:meth:`prepare` of a request object: its history unwrapped, prepared, put back."""
         request = read_request(body)
         if request.history is None:  # a plain string: nothing to pair, no policy ran (an empty report)
@@ -346,7 +407,9 @@ class Session(Closing):
             )
         with self._lock:
             self._check_open()
-            messages, report = self._prepare(request.history, request.format(format), request.extras())
+            messages, report = self._prepare(
+                request.history, request.format(format), request.extras(), timing
+            )
         return PreparedRequest(request.with_history(messages), report)
 
     def _format(self, messages: Sequence[Any], format: str | Format, same: int) -> Format:

@@ -183,14 +183,14 @@ class Preparer:
             texts = [serialize_message(m) for m in history]
             session = conversation.session
             timeline = self.conversations.timeline
-            if timeline is not None:  # the policy decides with time: from the shared records
-                state = session._state_for(history)
-                moment = timeline.moment(conversation.key, history, texts, state)
-                timeline.apply(moment, state)
-                session.clock = lambda: moment.time
-            prepared, report = session.prepare(document, format=route)
-            if timeline is not None:
-                timeline.record(moment, state)
+            if timeline is None:
+                prepared, report = session.prepare(document, format=route)
+            else:  # the policy decides with time: from the shared records
+                moment = timeline.moment(conversation.key, history, texts, session.cache_times(history))
+                prepared, report = session.prepare(
+                    document, format=route, now=moment.time, cache=moment.cache
+                )
+                timeline.record(moment, session.cache_times(history))
             out_history = keep_last_turn(drop_markers(prepared[request.key], history), history, fmt)
             # the session hands back the very objects it left alone: one serialization each
             by_id = {id(m): text for m, text in zip(history, texts, strict=True)}

@@ -31,8 +31,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..engine import SessionState
 from ..exceptions import StoreError
+from ..pricing import CacheTimes
 from ..stores import ArchiveStore
 from .files import previous_end
 
@@ -46,10 +46,9 @@ class Moment:
     key: str
     """The archive key of its record."""
     time: float
-    last: float | None
-    """When the request before it was prepared (``None``: there was none, or it is unknown)."""
-    before: frozenset[int]
-    """The numbers of the conversation's requests before it that found the cache expired."""
+    cache: CacheTimes
+    """When the request before it was prepared (``None``: there was none, or it is unknown) and
+    the numbers of the conversation's requests before it that found the cache expired."""
     recorded: bool
     """True when its record was already in the store (a retry: decided as the first time)."""
 
@@ -63,41 +62,37 @@ class Timeline:
         self.clock = clock
 
     def moment(
-        self, conversation: str, history: Sequence[Any], texts: Sequence[str], state: SessionState
+        self, conversation: str, history: Sequence[Any], texts: Sequence[str], known: CacheTimes
     ) -> Moment:
         """The moment of request ``history`` of ``conversation``, whose items serialize as
         ``texts``: its own record if it has one, else now, after the request before it as its
-        record says; without that record, after what this process's ``state`` knows."""
+        record says; without that record, after what this process ``known`` (its session's
+        :meth:`~toolkeep.Session.cache_times`). Prepare the request with
+        ``session.prepare(..., now=moment.time, cache=moment.cache)``."""
         end = previous_end(history)
         key, previous_key = _keys(conversation, texts, end)
         own = self._read(key)
         if own is not None:
-            return Moment(key, own[0], own[1], own[2], True)
+            return Moment(key, own[0], CacheTimes(own[1], own[2]), True)
         now = self.clock()
         if not end:  # the conversation's first request
-            return Moment(key, now, None, frozenset(), False)
+            return Moment(key, now, CacheTimes(), False)
         previous = self._read(previous_key)
         if previous is None:
-            return Moment(key, now, state.last_time, frozenset(state.expiry.requests), False)
-        return Moment(key, now, previous[0], previous[3], False)
+            return Moment(key, now, known, False)
+        return Moment(key, now, CacheTimes(previous[0], previous[3]), False)
 
-    @staticmethod
-    def apply(moment: Moment, state: SessionState) -> None:
-        """Set the session ``state`` the request is prepared from to what ``moment`` says (the
-        session's clock must read ``moment.time``)."""
-        state.last_time = moment.last
-        state.expiry.requests = set(moment.before)
-
-    def record(self, moment: Moment, state: SessionState) -> None:
-        """Write the record of the request just prepared from ``state`` (once: a record the
-        store has already stays as it is)."""
+    def record(self, moment: Moment, after: CacheTimes) -> None:
+        """Write the record of the request just prepared at ``moment``, ``after`` being its
+        session's :meth:`~toolkeep.Session.cache_times` then (once: a record the store has
+        already stays as it is)."""
         if moment.recorded:
             return
         value = {
             "time": moment.time,
-            "last": moment.last,
-            "before": sorted(moment.before),
-            "after": sorted(state.expiry.requests),
+            "last": moment.cache.last,
+            "before": sorted(moment.cache.expired),
+            "after": sorted(after.expired),
         }
         with contextlib.suppress(StoreError):  # (then the next request goes on with what it knows)
             self.store.put(moment.key, json.dumps(value, separators=(",", ":")))
