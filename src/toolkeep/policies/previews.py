@@ -16,7 +16,7 @@ way back (``<<ccr:KEY>>``, saved path), and keeps SPEC's literal omission marker
 from __future__ import annotations
 
 import re
-from collections.abc import Container, Iterable, Sequence
+from collections.abc import Container, Iterable, Iterator, Sequence
 
 from ..shorten import compact_form, summary_form
 
@@ -168,6 +168,22 @@ def _name_like(word: str) -> bool:
     return "_" in word or "." in word or any(c.isdigit() for c in word) or bool(_NAME_CAMEL.search(word))
 
 
+def _names(text: str) -> Iterator[tuple[int, str, str]]:
+    """``(line, number, name)`` for each distinctive name of ``text`` at its first appearance:
+    the index of its line, and that line's own number in a numbered listing (else ``""``). A
+    listing's line numbers are no names (its ``N`` column is not scanned)."""
+    seen: set[str] = set()  # every word met once, name or not: each is judged only once
+    for n, line in enumerate(text.split("\n")):
+        match = _NUMBERED.match(line)
+        number = match.group(1) if match else ""
+        for word in _NAME_WORD.findall(line[match.end(1) :] if match else line):
+            word = word.strip("./-")
+            if word not in seen:
+                seen.add(word)
+                if _name_like(word):
+                    yield n, number, word
+
+
 def names_index(text: str, budget: int, *, skip: str = "", known: Container[str] = ()) -> list[str]:
     """The distinctive names in ``text`` (identifiers with ``_``, ``.``, digits or camelCase,
     paths, numbers of 3+ digits), each once, in order of appearance, that ``skip`` does not
@@ -184,29 +200,22 @@ def names_index(text: str, budget: int, *, skip: str = "", known: Container[str]
     first new name of such a line is listed as ``N:name``.
     """
     out: list[str] = []
-    seen: set[str] = set()  # every word met once, name or not: each is judged only once
     parts: set[str] = set()  # the components and tails of the paths listed so far
+    numbered = -1  # the last line whose number an entry carries
     used = 0
-    for line in text.split("\n"):
-        match = _NUMBERED.match(line)
-        number = match.group(1) if match else ""
-        for word in _NAME_WORD.findall(line[match.end(1) :] if match else line):
-            word = word.strip("./-")
-            if word in seen:
-                continue
-            seen.add(word)
-            if not _name_like(word) or word in parts or word in known or word in skip:
-                continue
-            entry = f"{number}:{word}" if number else word
-            if used + len(entry) + 1 > budget:
-                return out
-            out.append(entry)
-            used += len(entry) + 1
-            number = ""
-            if "/" in word:
-                pieces = word.split("/")
-                parts.update(pieces)
-                parts.update("/".join(pieces[k:]) for k in range(1, len(pieces)))
+    for line, number, word in _names(text):
+        if word in parts or word in known or word in skip:
+            continue
+        entry = f"{number}:{word}" if number and line != numbered else word
+        if used + len(entry) + 1 > budget:
+            return out
+        out.append(entry)
+        used += len(entry) + 1
+        numbered = line
+        if "/" in word:
+            pieces = word.split("/")
+            parts.update(pieces)
+            parts.update("/".join(pieces[k:]) for k in range(1, len(pieces)))
     return out
 
 
@@ -246,16 +255,9 @@ def lines_summary(
 
 
 def names_of(text: str) -> frozenset[str]:
-    """Every name in ``text`` that :func:`names_index` would judge a name."""
-    names: set[str] = set()
-    seen: set[str] = set()
-    for word in _NAME_WORD.findall(text):
-        word = word.strip("./-")
-        if word not in seen:
-            seen.add(word)
-            if _name_like(word):
-                names.add(word)
-    return frozenset(names)
+    """Every name in ``text`` that :func:`names_index` would judge a name (a numbered listing's
+    line numbers are none)."""
+    return frozenset(word for _, _, word in _names(text))
 
 
 def with_names(form: str, original: str, budget: int, known: Container[str] = ()) -> str:
