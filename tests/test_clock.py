@@ -152,20 +152,45 @@ class TestClockInput:
         with toolkeep.Session(workspace=tmp_path) as session, pytest.raises(ConfigError, match="cache"):
             session.prepare({"messages": [{"role": "user", "content": "hi"}]}, cache=cache)
 
-    def test_a_session_handed_the_timing_decides_as_the_one_that_saw_it(self, tmp_path: Path) -> None:
+    @pytest.mark.parametrize(
+        "name", ["anthropic", "request", "openai-chat", "openai-responses", "gemini", "bedrock", "langchain"]
+    )
+    def test_a_session_handed_the_timing_decides_as_the_one_that_saw_it(
+        self, name: str, tmp_path: Path
+    ) -> None:
         """The request after the gap, sent to a second session, moves as it would in the first
-        when that session is handed the first's :meth:`cache_times`; alone it cannot know."""
+        when that session is handed the first's :meth:`cache_times`; alone it cannot know. In
+        every format, and for a request object."""
+        if name == "langchain":
+            pytest.importorskip("langchain_core")
+        from .convert_formats import to_format
+
         config = Config(policy="economy", economy=NEVER_PAYS)
-        history_ = requests(history())
+        fmt = "anthropic" if name == "request" else name
+        history_ = [to_format(r, fmt) for r in requests(history())]
+
+        def send(session: toolkeep.Session, request: Any, **kw: Any) -> Any:
+            if name == "request":
+                return session.prepare({"model": "m", "messages": request}, **kw).request["messages"]
+            return session.prepare(request, format=fmt, **kw).messages
+
         with toolkeep.Session(config, workspace=tmp_path / "a") as first:
             for t, request in enumerate(history_[:5]):
-                first.prepare(request, format="anthropic", now=float(t))
+                send(first, request, now=float(t))
             timing = first.cache_times(history_[4])
         assert timing == CacheTimes(4.0, frozenset())
-        for handed, moved in ((timing, 4), (None, 0)):
-            with toolkeep.Session(config, workspace=tmp_path / f"b{moved}") as second:
-                out = second.prepare(history_[5], format="anthropic", now=305.0, cache=handed).messages
-                assert shortened(out) == moved
+        sizes = {}
+        for handed in (timing, None):
+            with toolkeep.Session(config, workspace=tmp_path / f"b{handed is None}") as second:
+                out = send(second, history_[5], now=305.0, cache=handed)
+                sizes[handed is None] = len(json.dumps(out, default=repr))
+        assert sizes[False] < sizes[True] - 4 * 5_000  # handed the timing: every due move made
+
+    def test_cache_times_of_a_closed_session(self, tmp_path: Path) -> None:
+        session = toolkeep.Session(workspace=tmp_path)
+        session.close()
+        with pytest.raises(toolkeep.exceptions.SessionClosedError):
+            session.cache_times([{"role": "user", "content": "hi"}])
 
     def test_now_stands_for_the_clock(self, tmp_path: Path) -> None:
         """``prepare(..., now=t)`` is the request a session whose clock reads ``t`` prepares,

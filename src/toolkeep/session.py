@@ -303,6 +303,7 @@ class Session(Closing):
         if not isinstance(messages, (list, tuple)):
             raise FormatError(f"a history is a list of messages, got {type(messages).__name__}")
         with self._lock:
+            self._check_open()
             state = self._state_for(messages)
             return CacheTimes(state.last_time, frozenset(state.expiry.requests))
 
@@ -315,7 +316,10 @@ class Session(Closing):
                 raise ConfigError(f"cache must be a toolkeep.pricing.CacheTimes, got {type(cache).__name__}")
             if cache.last is not None:
                 _seconds(cache.last, "cache.last")
-            if not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in cache.expired):
+            expired = cache.expired
+            if not isinstance(expired, (frozenset, set, list, tuple)) or not all(
+                isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in expired
+            ):
                 raise ConfigError("cache.expired must hold request numbers (ints >= 0)")
         return now, cache
 
