@@ -307,6 +307,12 @@ def costs(outputs: list[list[Any]]) -> list[float]:
     return out
 
 
+LEAN_AT_ONCE = Economy(lean_after=0, index_share=0.3, index_max=10_000)
+"""The earlier defaults, under which a short session's first batch is lean: with the default
+names index a page's summary frees too little for its batch (``clear_at_least``), and lean
+summaries wait for ``lean_after`` stalled requests."""
+
+
 class TestEconomyInsurance:
     """A rewrite is paid for by what the session has already saved, so no session, whenever it
     ends, costs more than unmanaged."""
@@ -317,11 +323,17 @@ class TestEconomyInsurance:
         turns += [("browser_get_state", {}, listing(200)), ("browser_click", {"index": 9}, "clicked")]
         return session_of(turns)
 
-    def test_a_session_ending_right_after_the_first_batch_costs_no_more_than_unmanaged(self) -> None:
+    @pytest.mark.parametrize("lean", [True, False])
+    def test_a_session_ending_right_after_the_first_batch_costs_no_more_than_unmanaged(
+        self, lean: bool
+    ) -> None:
+        """With lean summaries at once the page is shortened at age 1, its move free; without
+        them it waits for savings that pay for its summary. Either way no request leaves the
+        session costlier than unmanaged."""
         history = self.short_session()
         unmanaged = costs(requests(history))
-        outputs = economy_run(history, Economy())
-        assert texts(outputs[-1])["toolu_005"] != listing(200)  # shortened at age 1
+        outputs = economy_run(history, Economy(lean=lean, lean_after=0))
+        assert (texts(outputs[-1])["toolu_005"] != listing(200)) is lean
         assert all(c <= u for c, u in zip(costs(outputs), unmanaged, strict=True))
         # the old guard let a batch cost up to a tenth of what the session had cost unmanaged,
         # and with nothing saved made it with the whole summary: 3 % over unmanaged here
@@ -329,14 +341,15 @@ class TestEconomyInsurance:
         assert old[-1] > 1.02 * unmanaged[-1]
 
     def test_the_first_batch_is_lean_and_later_ones_are_not(self) -> None:
-        """With nothing saved, a result goes to its lean summary (its move free); once the
-        session has saved, the next one gets the whole summary with its names index."""
+        """With lean summaries at once and nothing saved, a result goes to its lean summary
+        (its move free); once the session has saved, the next one gets the whole summary with
+        its names index."""
         turns = [("browser_click", {"index": i}, "clicked") for i in range(3)]
         turns += [("browser_get_state", {}, page(200)), ("browser_click", {"index": 9}, "clicked")]
         turns += [("browser_click", {"index": i}, "clicked") for i in range(6)]
         # another page: the same one again would show no name the first does not (see below)
         turns += [("browser_get_state", {}, page(200, 500)), ("browser_click", {"index": 9}, "clicked")]
-        last = texts(economy_run(session_of(turns), Economy())[-1])
+        last = texts(economy_run(session_of(turns), LEAN_AT_ONCE)[-1])
         first, later = last["toolu_003"], last["toolu_011"]
         assert first.startswith("[Old tool result cleared -- ") and later.startswith(
             "[Old tool result cleared -- "
@@ -345,13 +358,38 @@ class TestEconomyInsurance:
         assert len(later) > 1.5 * len(first)
         assert later.count("report_") > 2 * first.count("report_")
 
+    def test_lean_summaries_wait_for_stalled_batches_then_stay(self) -> None:
+        """Every result under the per-result limit, so nothing is saved: no batch of whole
+        summaries is affordable. The first batch is of lean summaries once batches have stalled
+        for ``lean_after`` requests; from then on lean batches need no second wait."""
+
+        def output(n: int) -> str:
+            return "".join(
+                f"step {n}.{i}: computed value {i * 7919 % 1000} for item_{i}\n" for i in range(120)
+            )
+
+        history = session_of([("bash", {"command": f"python run.py {n}"}, output(n)) for n in range(14)])
+        original = texts(history)
+
+        def shortened(outputs: list[list[Any]]) -> list[int]:
+            return [sum(t != original[c] for c, t in texts(o).items()) for o in outputs]
+
+        def first(counts: list[int]) -> int:
+            return next(request for request, n in enumerate(counts) if n)
+
+        waiting = shortened(economy_run(history, Economy()))
+        at_once = shortened(economy_run(history, Economy(lean_after=0)))
+        assert first(waiting) >= first(at_once) + Economy().lean_after
+        assert waiting[-1] >= 6  # most of the 13 old results, not one batch's worth
+        assert not any(shortened(economy_run(history, Economy(lean=False))))
+
     def test_names_shown_before_are_not_indexed_again(self) -> None:
         """A second copy of a page lists none of the names the first showed: the agent has them."""
         turns = [("browser_click", {"index": i}, "clicked") for i in range(3)]
         turns += [("browser_get_state", {}, page(200)), ("browser_click", {"index": 9}, "clicked")]
         turns += [("browser_click", {"index": i}, "clicked") for i in range(6)]
         turns += [("browser_get_state", {}, page(200)), ("browser_click", {"index": 9}, "clicked")]
-        last = texts(economy_run(session_of(turns), Economy())[-1])
+        last = texts(economy_run(session_of(turns), LEAN_AT_ONCE)[-1])
         first, again = last["toolu_003"], last["toolu_011"]
         assert "\nnames: " in first and again.startswith("[Old tool result cleared -- ")
         assert "\nnames: " not in again
@@ -451,3 +489,19 @@ def test_real_trajectory_fresh_equals_long_lived(path: Path | None, tmp_path: Pa
             assert json.dumps(out) == json.dumps(fresh)
             again, _ = session.prepare(out, format="anthropic")
             assert json.dumps(again) == json.dumps(out)
+
+
+@pytest.mark.parametrize("limit", [20_000, 8_000])
+def test_an_entry_preview_with_its_names_index_stays_within_the_per_result_limit(limit: int) -> None:
+    """A result over the per-result limit enters as the budget's preview plus the names index of
+    what the preview left out: together never longer than the limit that cut it, however many
+    names the original holds (a grep over a large tree)."""
+    grep = "".join(f"src/pkg_{n // 40}/module_{n}.py:{n * 7}: value_{n} = load({n})\n" for n in range(3_000))
+    history = session_of([("grep", {"pattern": "load"}, grep)])
+    config = toolkeep.Config(max_result_chars=limit)
+    sent = texts(run_pipeline(history, format="anthropic", config=config, store=MemoryStore()).messages)
+    entered = sent["toolu_000"]
+    preview, index = entered.split("\nnames: ")
+    assert "src/pkg_2/module_100.py" in index and "src/pkg_2/module_100.py" not in preview
+    assert len(entered) <= limit
+    assert len(entered) > limit - 400  # the room is used: the index fills it

@@ -163,7 +163,8 @@ class Economy:
     clear_at_least: int = 1_000
     """Tokens a batch of tier moves must free to be applied (as Anthropic's ``clear_at_least``)."""
     min_horizon: int = 6
-    """Requests a batch is assumed to serve at least..."""
+    """Requests a batch is assumed to serve at least (also how long batches stall before the
+    ``lean_tail`` fallback)..."""
     horizon_share: float = 1.0
     """...else this share of the requests made so far: a session of unknown length that has
     made ``k`` requests is expected to make about ``k`` more. It only ranks batches by what they
@@ -176,13 +177,22 @@ class Economy:
     lean: bool = True
     """When what has been saved cannot pay for a batch with the summaries, make it with lean
     ones: the summary and names index cut to what lets a result's move, alone in its message,
-    cost nothing (its message written at 1.25x where it was read at 0.1x: about 8 % of it)."""
+    cost nothing (its message written at 1.25x where it was read at 0.1x: about 8 % of it),
+    once batches have stalled like that for ``lean_after`` requests in a row (and from then
+    on in the session, without waiting again)..."""
+    lean_after: int = 6
+    """...(0: at once, the earlier rule). A result moved to its lean summary keeps almost no
+    names, and never gets them back: most sessions soon save enough (results cut as they enter,
+    old inputs) to pay for whole summaries, while one that never does (every result under the
+    per-result limit, as Codex sends them) still gets its first batch. Lean at once kept 95.8 %
+    of the later-used facts of the 27 real trajectories visible, against 97.5 % after the wait,
+    for 0.382x pooled against 0.384x."""
     lean_tail: bool = True
     """When even lean summaries cannot make a batch cost nothing, because of what the rewrite
     passes (a younger result held whole, the calls between), the moves and the results it passes
-    that the agent has seen go to the one-line summary together, if that costs nothing: a
-    session whose every result is held a turn longer (a Codex run of ``cat`` s) is otherwise
-    never shortened, as no first batch is ever free."""
+    that the agent has seen go together to the richest form that costs nothing, their summaries
+    or else one-line stubs: a session whose every result is held a turn longer (a Codex run of
+    ``cat`` s) is otherwise never shortened, as no first batch is ever free."""
     min_chars: int = 1_200
     """Results no longer than this are never shortened."""
     trim_age: int = 1
@@ -203,11 +213,13 @@ class Economy:
     """Content-aware forms with a names index (else SPEC's head+tail and one-line summary)."""
     trim_chars: int = 2_000
     summary_chars: int = 600
-    index_share: float = 0.3
+    index_share: float = 1.0
     """The names index of a shortened result (the names its original shows that nothing before
     it in the conversation did) takes at most this share of the original..."""
-    index_max: int = 10_000
-    """...and at most this many chars."""
+    index_max: int = 30_000
+    """...and at most this many chars (the default tool cap: more than most results hold). A
+    form that comes out no shorter than the one before it is not used: the move does not
+    happen, and the batches' cost model weighs each form by its size."""
     inputs: bool = True
     """Also shorten the long strings of old tool-call inputs (file contents sent by write and
     edit calls), in formats whose rules say ``editable_arguments`` (every registered one)."""

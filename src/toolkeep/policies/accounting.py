@@ -70,6 +70,8 @@ class FoldState:
     unmanaged: float = 0.0
     stalled: int = 0
     """Requests in a row, up to the last folded, that found due moves and made none."""
+    leaned: bool = False
+    """Whether a folded request moved results to their lean summaries (see ``Economy.lean``)."""
 
 
 SLACK = MESSAGE_CHARS_SLACK

@@ -15,13 +15,26 @@ extra, and every tier move that is due is made there.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from ..config import Economy
 from ..pricing import Pricing
 from ..steps import StepContext
 from .accounting import SLACK, Item
 from .forms import LEAN, STUB, Forms
 
-__all__ = ["CostModel"]
+__all__ = ["CostModel", "Decision"]
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """The tier moves of one request, and what the policy keeps of how they came about."""
+
+    moves: list[tuple[Item, int]]
+    blocked: bool = False
+    """Due moves were found and none was made: the savings could not pay for their rewrite."""
+    lean: bool = False
+    """The moves are to lean summaries."""
 
 
 class CostModel:
@@ -30,8 +43,6 @@ class CostModel:
     def __init__(self, economy: Economy, forms: Forms) -> None:
         self.economy = economy
         self.forms = forms
-        self.blocked = False
-        """Whether the last :meth:`decide` found due moves it could not make."""
 
     def desired(self, item: Item, age: int) -> int:
         """The tier ``item`` should be at ``age``."""
@@ -62,18 +73,21 @@ class CostModel:
         pricing: Pricing,
         expired: bool = False,
         stalled: int = 0,
-    ) -> list[tuple[Item, int]]:
+        leaned: bool = False,
+    ) -> Decision:
         """The tier moves to make at the ``requests``-th request, whose first ``cached`` messages
         the request before it sent: all that ages call for, if together they pay for the rewrite
         they cause at ``pricing``'s prices and the rewrite costs this request no more than
-        ``allowance`` (chars x price) over not making it (if only lean summaries bring it there,
-        to those); else none. Messages past ``cached`` are new, written at full price with or
-        without the moves, so they are no part of the rewrite's cost. When the cache has
-        ``expired``, nothing is cached and the rewrite is free: all that ages call for.
-        ``stalled``: how many requests in a row before this one found due moves and made none
-        (``blocked`` says whether this one did too)."""
+        ``allowance`` (chars x price) over not making it; else none. Messages past ``cached``
+        are new, written at full price with or without the moves, so they are no part of the
+        rewrite's cost. When the cache has ``expired``, nothing is cached and the rewrite is
+        free: all that ages call for.
+
+        When the savings cannot pay for the rewrite, the moves go to lean summaries (a result's
+        move then costs nothing) once ``stalled`` requests in a row before this one were blocked
+        so (``Economy.lean_after``), or at once when the session has ``leaned`` before; and to
+        the ``lean_tail`` fallback after ``min_horizon`` of them."""
         e = self.economy
-        self.blocked = False
         protect = ctx.config.recall_protect_turns
         pending: list[tuple[Item, int]] = []
         for item in active:
@@ -84,45 +98,45 @@ class CostModel:
             if want > item.tier:
                 pending.append((item, want))
         if not pending or not e.batch or expired:
-            return pending
+            return Decision(pending)
         # choose where the rewrite starts: the moves from the newest back to the one that
         # maximizes saving minus rewrite cost; a later start rewrites less but frees less
         pending.sort(key=lambda move: move[0].message, reverse=True)
         best, blocked = self._best(pending, chars, requests, cached, ctx, allowance, pricing)
-        if best or not blocked or not e.lean:
-            return pending[:best]
-        # a batch would pay but the savings cannot cover its rewrite: the same moves to the
-        # lean summaries, which cost nothing for a result alone in its message
-        lean = [(item, LEAN if want == 2 and item.kind is not None else want) for item, want in pending]
-        best, _ = self._best(lean, chars, requests, cached, ctx, allowance, pricing)
-        self.blocked = not best
-        if best or not e.lean_tail or stalled < e.min_horizon:
-            return lean[:best]
+        if best or not blocked:
+            return Decision(pending[:best])
+        if e.lean and (leaned or stalled >= e.lean_after):
+            # the same moves to the lean summaries, which cost nothing for a result alone in
+            # its message
+            lean = [(item, LEAN if want == 2 and item.kind is not None else want) for item, want in pending]
+            best, _ = self._best(lean, chars, requests, cached, ctx, allowance, pricing)
+            if best:
+                return Decision(lean[:best], lean=True)
+        if not e.lean_tail or stalled < e.min_horizon:
+            return Decision([], blocked=True)
         # still blocked: the messages the rewrite passes are what make it cost. When among them
         # are reads the agent has seen, held whole a turn longer than other results, the hold
         # would block every first batch of a session of reads (a Codex run of cats): once it has
-        # for min_horizon requests in a row, the moves and those reads go to the one-line stub
-        # together, if that costs nothing
+        # for min_horizon requests in a row, the moves and those reads go together to the
+        # richest form that makes the batch cost nothing: their summaries, else one-line stubs
         oldest = min(item.message for item, _ in pending)
         moving = {id(item) for item, _ in pending}
-        stubs = [(item, STUB if item.kind is not None else want) for item, want in pending]
         held = [
-            (item, STUB)
+            item
             for item in active
             if item.kind == "read"
             and id(item) not in moving
             and oldest < item.message < cached
             and item.tier < 2
         ]
-        if not held:
-            return []
-        stubs += held
-        stubs.sort(key=lambda move: move[0].message, reverse=True)
-        best, _ = self._best(stubs, chars, requests, cached, ctx, allowance, pricing)
-        if best < len(stubs):
-            return []
-        self.blocked = False
-        return stubs
+        for tier in (2, STUB) if held else ():
+            batch = [(item, tier if item.kind is not None else want) for item, want in pending]
+            batch += [(item, tier) for item in held]
+            batch.sort(key=lambda move: move[0].message, reverse=True)
+            best, _ = self._best(batch, chars, requests, cached, ctx, allowance, pricing)
+            if best == len(batch):
+                return Decision(batch)
+        return Decision([], blocked=True)
 
     def _best(
         self,

@@ -164,7 +164,7 @@ class EconomyPlan:
                     cut += text_chars(item.obj.full_text) - entry
             added = sum(fold.message_chars[grown:])
             expired = expiry is not None and expiry.expired(n)
-            moves = self.cost.decide(
+            decision = self.cost.decide(
                 fold.active,
                 fold.message_chars,
                 n,
@@ -174,8 +174,11 @@ class EconomyPlan:
                 pricing=pricing,
                 expired=expired,
                 stalled=fold.stalled,
+                leaned=fold.leaned,
             )
-            fold.stalled = fold.stalled + 1 if self.cost.blocked else 0
+            moves = decision.moves
+            fold.stalled = fold.stalled + 1 if decision.blocked else 0
+            fold.leaned = fold.leaned or decision.lean
             freed = [size(item, item.tier, ctx) - size(item, want, ctx) for item, want in moves]
             account(fold, moves, freed, added, cut, pricing, expired)
             moved.update(item.message for item, _ in moves)
@@ -209,7 +212,8 @@ class EconomyPlan:
                 pricing=pricing,
                 expired=expiry is not None and expiry.current(len(assistants)),
                 stalled=fold.stalled,
-            )
+                leaned=fold.leaned,
+            ).moves
         finally:
             del chars[kept:]
         side_messages = {item.message for item, _ in moves}

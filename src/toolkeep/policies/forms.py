@@ -86,14 +86,17 @@ class Forms:
     def _entry_form(self, item: Item, ctx: StepContext) -> str:
         """The result as it entered: cut by the budget, that preview gets the names index of
         what it left out (decided once, at entry, so the cache never pays for it), as long as
-        the tool's cap leaves room for it. A cap form is sent as it is: it may be the cut of a
-        tool's own, smaller cap (``@result_cap``), and a cap is the most a result keeps."""
+        the result stays within the per-result limit that cut it (and the tool's cap). A cap
+        form is sent as it is: it may be the cut of a tool's own, smaller cap
+        (``@result_cap``), and a cap is the most a result keeps."""
         e = self.economy
         p = item.obj
         assert isinstance(p, ToolResultPart)
         if p.original is None or not e.previews or CAP_LINE_RE.search(p.text):
             return p.text
-        room = ctx.config.tool_cap(p.name).cap - len(p.text) - len("\nnames: ")
+        tool = ctx.config.tool_cap(p.name)
+        limit = min(tool.cap, tool.max_result_chars or tool.cap, e.entry_chars or tool.cap)
+        room = limit - len(p.text) - len("\nnames: ")
         index = min(e.index_max, int(len(p.original) * e.index_share), room)
         return with_names(p.text, p.original, index, self._known(item))
 
