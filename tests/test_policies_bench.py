@@ -8,7 +8,13 @@ from typing import Any
 import pytest
 from bench.economics.cost import CostModel, SessionMeter
 from bench.economics.data import Trajectory
-from bench.economics.facts import FactTally, check_fact, distinctive_tokens, later_used_facts
+from bench.economics.facts import (
+    FactTally,
+    check_fact,
+    distinctive_tokens,
+    later_used_facts,
+    line_number_only,
+)
 from bench.economics.references import keep_newest
 
 
@@ -87,6 +93,22 @@ class TestFacts:
         assert ("setup.py", 5, "t1") in found
         assert ("src/parse_args.py", 3, "t1") in found
         assert not any(f.token == "src/parse_args.py" and f.use == 5 for f in facts)
+
+    def test_a_number_shown_only_as_a_line_number(self) -> None:
+        """A number a listing shows only in its line-number column (``cat -n``, a read tool's
+        ``N→``) is marked; one it also shows as content, or a grep hit's ``path:N:``, is not."""
+        listing = "".join(f"{n:6}\tpass\n" for n in range(98, 103)) + "   120→x = 1\n"
+        assert line_number_only("100", listing) and line_number_only("120", listing)
+        assert not line_number_only("101", listing + "total 101\n")
+        assert not line_number_only("206", "src/nntplib.py:206:    def body(self):\n")
+        assert not line_number_only("parse_argv", listing)
+        t = trajectory()
+        t.messages[4]["content"][0]["content"] = (
+            "   100\tdef parse_argv(x):\n   101\t    return MAX_ARGS_1024"
+        )
+        t.messages[5]["content"] = "parse_argv is at line 100 and MAX_ARGS_1024 at 101"
+        marked = {f.token: f.line_number for f in later_used_facts(t)}
+        assert marked["100"] and marked["101"] and not marked["parse_argv"]
 
     def test_visibility_under_masking(self) -> None:
         """Keep-1 masking hides the listing by the last use (``setup.py``); nothing leads back to it."""

@@ -9,6 +9,12 @@ token appeared in) in some form:
 - *visible*: that result's text as sent still contains the token;
 - *recoverable*: visible, or the text as sent carries a way back (an archive marker
   ``<<ccr:KEY>>`` or a saved path) to a stored original that contains the token.
+
+A fact is also marked *line number only* when it is a number that its source result shows
+nowhere but in a numbered listing's line-number column (``cat -n``'s ``   206\t``, a read
+tool's ``   206→``): such a token is a position in that listing, and the agent often did not
+take it from there (it computed a range, ``sed -n 191,251p``, or read the number off a later
+grep hit); the tables say how many of the facts a policy did not keep visible are of that kind.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ from typing import Any
 from .data import Trajectory, block_text
 
 _WORD = re.compile(r"[\w./-]+")
+_LINE_NUMBER = re.compile(r"^[ \t]*(\d+)(?:\t|→)", re.MULTILINE)
 _CAMEL = re.compile(r"[a-z][A-Z]")
 _IDENT = re.compile(r"[A-Za-z_][\w.]*\Z")
 _NUMBER = re.compile(r"\d[\d.]*\Z")
@@ -73,6 +80,16 @@ class Fact:
     call_id: str
     later: tuple[tuple[int, str], ...] = ()
     """Later results (before the use) that showed the token again: ``(message, call id)``."""
+    line_number: bool = False
+    """A number its source result shows only as a listing's line number (module docstring)."""
+
+
+def line_number_only(token: str, text: str) -> bool:
+    """Whether ``token`` is a number that ``text`` shows only in a numbered listing's line-number
+    column."""
+    if not _is_number(token) or token not in {m.group(1) for m in _LINE_NUMBER.finditer(text)}:
+        return False
+    return token not in distinctive_tokens(_LINE_NUMBER.sub("", text))
 
 
 def _written_text(message: dict[str, Any]) -> Iterator[str]:
@@ -92,14 +109,17 @@ def later_used_facts(trajectory: Trajectory) -> list[Fact]:
     """Every later-used fact of a trajectory, in order of use."""
     written: set[str] = set()
     seen: dict[str, list[tuple[int, str]]] = {}
+    texts: dict[tuple[int, str], str] = {}
     facts: list[Fact] = []
     for i, message in enumerate(trajectory.messages):
         content = message["content"]
         if message["role"] == "user" and isinstance(content, list):
             for block in content:
                 if block.get("type") == "tool_result":
-                    for token in distinctive_tokens(block_text(block)):
-                        seen.setdefault(token, []).append((i, block.get("tool_use_id", "")))
+                    place = (i, block.get("tool_use_id", ""))
+                    texts[place] = text = block_text(block)
+                    for token in distinctive_tokens(text):
+                        seen.setdefault(token, []).append(place)
         used: set[str] = set()
         for text in _written_text(message):
             used |= distinctive_tokens(text)
@@ -107,7 +127,9 @@ def later_used_facts(trajectory: Trajectory) -> list[Fact]:
             for token in sorted(used - written):
                 sources = seen.get(token)
                 if sources:
-                    facts.append(Fact(token, i, sources[0][0], sources[0][1], tuple(sources[1:])))
+                    source = sources[0]
+                    gutter = line_number_only(token, texts[source])
+                    facts.append(Fact(token, i, source[0], source[1], tuple(sources[1:]), gutter))
         written |= used
     return facts
 
@@ -121,6 +143,8 @@ class FactTally:
     recoverable: int = 0
     anywhere: int = 0
     """Visible in the source result or a later result that repeated the token."""
+    hidden_line_numbers: int = 0
+    """Not visible, and a number its source shows only as a listing's line number."""
 
     def add(self, other: FactTally) -> None:
         """Add ``other``'s counts to these."""
@@ -128,6 +152,7 @@ class FactTally:
         self.visible += other.visible
         self.recoverable += other.recoverable
         self.anywhere += other.anywhere
+        self.hidden_line_numbers += other.hidden_line_numbers
 
     def count(self, request: list[Any], fact: Fact, recover: Recover | None) -> None:
         """Count one fact, checked in the request sent before its use."""
@@ -136,6 +161,7 @@ class FactTally:
         self.visible += visible
         self.recoverable += recoverable
         self.anywhere += visible or visible_anywhere(request, fact)
+        self.hidden_line_numbers += not visible and fact.line_number
 
 
 Recover = Callable[[str], "str | None"]

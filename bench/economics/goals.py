@@ -141,7 +141,28 @@ def table(tuned: SetResult, held: SetResult) -> str:
             text, met = check(result)
             cells.append(f"{text} {'(met)' if met else '(**not met**)'}")
         lines.append(f"| {name} | {goal} | {cells[0]} | {cells[1]} |")
+        if check is _visible:
+            lines += [f"| {name} | (no goal) | {_note(tuned)} | {_note(held)} |" for name, _note in NOTES]
     return "\n".join(lines)
+
+
+def _hidden_line_numbers(r: SetResult) -> str:
+    s = r.default["anthropic-5m"]
+    hidden = round((1 - s.visible) * s.facts)
+    return f"{s.hidden_line_numbers:,} of the {hidden:,} not visible"
+
+
+NOTES: tuple[tuple[str, Callable[[SetResult], str]], ...] = (
+    (
+        "  of them, numbers their source shows only as a listing's line number",
+        _hidden_line_numbers,
+    ),
+    (
+        "  visible in the source or a later result that repeats them",
+        lambda r: f"{100 * r.default['anthropic-5m'].anywhere:.1f} %",
+    ),
+)
+"""Lines under the visibility goal that say where the facts not visible went (``facts.py``)."""
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -133,6 +133,9 @@ class Summary:
     visible: float
     recoverable: float
     anywhere: float
+    facts: int = 0
+    hidden_line_numbers: int = 0
+    """Facts not visible that are numbers their source shows only as a listing's line number."""
 
 
 def summarize(row: Row, base: Row, names: Sequence[str]) -> Summary:
@@ -149,6 +152,8 @@ def summarize(row: Row, base: Row, names: Sequence[str]) -> Summary:
         visible=share(tally.visible),
         recoverable=share(tally.recoverable),
         anywhere=share(tally.anywhere),
+        facts=tally.total,
+        hidden_line_numbers=tally.hidden_line_numbers,
     )
 
 
