@@ -97,6 +97,15 @@ def test_readme_main_job_runs_on_the_example(tmp_path: Path) -> None:
         assert repairs["synthetic"] and repairs["orphans_removed"] and repairs["relocated"]
         assert results["persisted"] and report["chars"]["after"] < report["chars"]["before"]
         assert results["summarized"] == (2 if policy == "spec" else 0) and results["truncated"] == 0
+        if policy == "economy":  # the line the README quotes is the one printed...
+            quoted = re.search(r"on the example below: `(toolkeep: policy\s+economy, [^`]*)`", README)
+            assert quoted is not None
+            said, printed = " ".join(quoted.group(1).split()), result.stderr.decode().splitlines()[0]
+            after = re.compile(r"-> ([\d,]+)$")
+            assert after.sub("", printed) == after.sub("", said)
+            # ...but for the chars after, which count the saved files' paths (the clone's own)
+            figures = [int(after.search(line).group(1).replace(",", "")) for line in (said, printed)]  # type: ignore[union-attr]
+            assert abs(figures[0] - figures[1]) < 0.01 * figures[0], (said, printed)
 
 
 def test_readme_configuration_table_matches_config() -> None:
