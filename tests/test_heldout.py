@@ -158,3 +158,31 @@ def test_goals_table_checks_each_goal_on_each_set(
     assert "| all | 1 of 1 (met) | 1 of 1 (met) |" in goals.table(measured, measured)
     measured.references = {"cheap": unbeaten}
     assert "not: cheap (0.10" in goals.table(measured, measured)
+
+
+def test_goals_measures_a_changed_economy_setting(
+    built: list[tuple[heldout.Spec, list[dict[str, object]]]],
+) -> None:
+    """``--set NAME=VALUE`` measures the default policy with one setting changed (typed as the
+    setting is), and the table names the change and the command; a setting that is none is an
+    error, not a silent default."""
+    from bench.economics import goals
+
+    economy = goals.economy_with(["read_factor=1000", "lean=false", "index_share=0.5"])
+    assert economy is not None and (economy.read_factor, economy.lean, economy.index_share) == (
+        1000,
+        False,
+        0.5,
+    )
+    assert goals.economy_with([]) is None
+    for bad in (["nope=1"], ["lean=perhaps"], ["lean"]):
+        with pytest.raises(ValueError, match=bad[0]):
+            goals.economy_with(bad)
+    trajectories = [_trajectory(spec.name, messages) for spec, messages in built]
+    default = goals.measure(trajectories, references=False)
+    unshortened = goals.measure(
+        trajectories, references=False, economy=goals.economy_with(["previews=false"])
+    )
+    assert default.default["anthropic-5m"].visible > unshortened.default["anthropic-5m"].visible
+    text = goals.table(default, default, ["previews=false"])
+    assert "with `Economy(previews=false)`" in text and "goals --set previews=false`" in text

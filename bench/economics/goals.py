@@ -13,11 +13,13 @@ held-out set.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from toolkeep import Config
+from toolkeep.config import Economy
 from toolkeep.pricing import PRESETS
 
 from .cost import CostModel
@@ -41,7 +43,10 @@ class SetResult:
     references: dict[str, Summary]
 
 
-def measure(trajectories: Sequence[Trajectory], references: bool) -> SetResult:
+def measure(
+    trajectories: Sequence[Trajectory], references: bool, economy: Economy | None = None
+) -> SetResult:
+    """Both sets' figures for ``Config()``, or for its economy policy with ``economy``'s settings."""
     facts = compute_facts(trajectories)
     names = [t.name for t in trajectories]
     big = [t.name for t in trajectories if tool_chars(t) >= BIG]
@@ -52,7 +57,10 @@ def measure(trajectories: Sequence[Trajectory], references: bool) -> SetResult:
     for pricing in PRICINGS:
         model = CostModel(pricing=PRESETS[pricing])
         base = run_policy("unmanaged", REFERENCES["unmanaged"][1], trajectories, facts, model)
-        row = run_policy(policy, toolkeep_policy(policy, pricing=pricing), trajectories, facts, model)
+        settings = {} if economy is None else {"economy": economy}
+        row = run_policy(
+            policy, toolkeep_policy(policy, pricing=pricing, **settings), trajectories, facts, model
+        )
         default[pricing] = summarize(row, base, names)
         big_median[pricing] = summarize(row, base, big).median if big else float("nan")
         if pricing == "anthropic-5m":
@@ -127,10 +135,12 @@ CHECKS: tuple[tuple[str, str, Check], ...] = (
 )
 
 
-def table(tuned: SetResult, held: SetResult) -> str:
+def table(tuned: SetResult, held: SetResult, settings: Sequence[str] = ()) -> str:
+    changed = f" with `Economy({', '.join(settings)})`" if settings else ""
+    command = "".join(f" --set {s}" for s in settings) or " --write"
     lines = [
-        f"`Config()` (policy `{Config().policy}`), every request through one `Session`, as "
-        "`bench/economics/README.md` defines them. `python -m bench.economics.goals --write`.",
+        f"`Config()` (policy `{Config().policy}`){changed}, every request through one `Session`, as "
+        f"`bench/economics/README.md` defines them. `python -m bench.economics.goals{command}`.",
         "",
         "| measure | goal | the 27 | held-out |",
         "|---|---|---|---|",
@@ -169,14 +179,49 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.economics.goals", description=__doc__)
     parser.add_argument("--write", action="store_true", help="record the table in bench/results.md")
     parser.add_argument("--no-references", action="store_true", help="skip the reference rows")
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="an Economy setting changed from its default (repeatable): lean=false, read_factor=1000",
+    )
     args = parser.parse_args(argv)
-    tuned = measure(load_trajectories(DATA_DIR), not args.no_references)
-    held = measure(heldout_trajectories(), not args.no_references)
-    text = table(tuned, held)
+    try:
+        economy = economy_with(args.set)
+    except ValueError as exc:
+        parser.error(str(exc))
+    if args.write and args.set:
+        parser.error("--write records the default's table: no --set with it")
+    tuned = measure(load_trajectories(DATA_DIR), not args.no_references, economy)
+    held = measure(heldout_trajectories(), not args.no_references, economy)
+    text = table(tuned, held, args.set)
     print(text)
     if args.write:
         write_subsection(GOALS_HEAD, text)
     return 0
+
+
+def economy_with(settings: Sequence[str]) -> Economy | None:
+    """``Economy()`` with ``NAME=VALUE`` settings, each parsed as its field's type."""
+    if not settings:
+        return None
+    fields = {f.name: f for f in dataclasses.fields(Economy)}
+    values: dict[str, object] = {}
+    for setting in settings:
+        name, _, text = setting.partition("=")
+        default = getattr(Economy(), name, None) if name in fields else None
+        if name not in fields or not text:
+            raise ValueError(f"--set {setting}: not NAME=VALUE with NAME an Economy setting")
+        if isinstance(default, bool):
+            if text.lower() not in ("true", "false"):
+                raise ValueError(f"--set {setting}: true or false")
+            values[name] = text.lower() == "true"
+        elif isinstance(default, (int, float)) or default is None:
+            values[name] = float(text) if "." in text else int(text)
+        else:
+            raise ValueError(f"--set {setting}: {name} is not a number or a switch")
+    return Economy(**values)  # type: ignore[arg-type]
 
 
 if __name__ == "__main__":
