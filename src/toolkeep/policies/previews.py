@@ -16,7 +16,8 @@ way back (``<<ccr:KEY>>``, saved path), and keeps SPEC's literal omission marker
 from __future__ import annotations
 
 import re
-from collections.abc import Container, Iterable, Iterator, Sequence
+from collections.abc import Container, Iterable, Sequence
+from functools import lru_cache
 
 from ..shorten import compact_form, summary_form
 
@@ -168,11 +169,26 @@ def _name_like(word: str) -> bool:
     return "_" in word or "." in word or any(c.isdigit() for c in word) or bool(_NAME_CAMEL.search(word))
 
 
-def _names(text: str) -> Iterator[tuple[int, str, str]]:
+def _names(text: str) -> tuple[tuple[int, str, str], ...]:
     """``(line, number, name)`` for each distinctive name of ``text`` at its first appearance:
     the index of its line, and that line's own number in a numbered listing (else ``""``). A
-    listing's line numbers are no names (its ``N`` column is not scanned)."""
+    listing's line numbers are no names (its ``N`` column is not scanned). Kept for the last
+    texts asked about, up to a size: a result's names are read for its own set and for each of
+    its forms."""
+    return _kept_names(text) if len(text) <= _KEPT_CHARS else _scan_names(text)
+
+
+_KEPT_CHARS = 1_000_000
+
+
+@lru_cache(maxsize=64)
+def _kept_names(text: str) -> tuple[tuple[int, str, str], ...]:
+    return _scan_names(text)
+
+
+def _scan_names(text: str) -> tuple[tuple[int, str, str], ...]:
     seen: set[str] = set()  # every word met once, name or not: each is judged only once
+    out: list[tuple[int, str, str]] = []
     for n, line in enumerate(text.split("\n")):
         match = _NUMBERED.match(line)
         number = match.group(1) if match else ""
@@ -181,7 +197,8 @@ def _names(text: str) -> Iterator[tuple[int, str, str]]:
             if word not in seen:
                 seen.add(word)
                 if _name_like(word):
-                    yield n, number, word
+                    out.append((n, number, word))
+    return tuple(out)
 
 
 def names_index(text: str, budget: int, *, skip: str = "", known: Container[str] = ()) -> list[str]:
