@@ -7,11 +7,22 @@ streaming Anthropic Messages request answered by the scripted model server
 (tests/upstream_server.py: about 9 KB of SSE in 20 chunks 5 ms apart). The same load runs directly
 against the upstream, then through one proxy per policy named (``--policy``, ``economy`` by default;
 several, comma-separated, compare them); per request the times to the first and the last
-body byte are taken. Also checked, once each: a proxy killed mid-stream gives the client an
-error, not a hang, and every original it archived is still there; 429, 500 and 529 answers pass
-through with their status and body.
+body byte are taken.
 
-    python bench/proxy_load.py [--seconds 60] [--conversations 50] [--policy economy,spec] [--write]
+Three loads: one conversation alone; C conversations back to back, each sending its next request
+as soon as the last answer ends (on a 2-core machine that the load generator, the upstream and the
+proxy share, this saturates the CPUs, so what it adds is mostly queueing for them); and C
+conversations paced, each waiting ``--think`` seconds (1) between an answer and its next request,
+as an agent waits for its model and its tools, so the machine is not saturated and what the proxy
+adds is its own work. The CPU time the proxy and the upstream processes take (user and system,
+from ``/proc``) is divided by the requests they served: a figure of the proxy's cost that no
+other load on the machine changes much.
+
+Also checked, once each: a proxy killed mid-stream gives the client an error, not a hang, and
+every original it archived is still there; 429, 500 and 529 answers pass through with their
+status and body.
+
+    python bench/proxy_load.py [--seconds 60] [--conversations 50] [--think 1] [--policy economy,spec] [--write]
 
 ``--write`` records the table in bench/results.md, section "Proxy". Bounded: every phase stops by
 itself after S seconds, and every request has a timeout.
@@ -84,8 +95,11 @@ async def conversation(
     deadline: float,
     times: list[tuple[float, float]],
     errors: list[str],
+    think: float = 0.0,
 ) -> None:
     turn, generation = 0, 0
+    if think:  # the paced conversations start spread over one think time, not all at once
+        await asyncio.sleep(think * number / 50 % think)
     while time.monotonic() < deadline:
         body = {
             "model": "load",
@@ -107,13 +121,15 @@ async def conversation(
             await asyncio.sleep(0.1)
             continue
         times.append((first if first is not None else float("nan"), time.perf_counter() - started))
+        if think:
+            await asyncio.sleep(think)
         turn += 1
         if turn == TURNS:
             turn, generation = 0, generation + 1
 
 
 async def load(
-    url: str, conversations: int, seconds: float
+    url: str, conversations: int, seconds: float, think: float = 0.0
 ) -> tuple[list[tuple[float, float]], list[str], float]:
     times: list[tuple[float, float]] = []
     errors: list[str] = []
@@ -122,7 +138,7 @@ async def load(
         started = time.monotonic()
         deadline = started + seconds
         await asyncio.gather(
-            *(conversation(client, url, n, deadline, times, errors) for n in range(conversations))
+            *(conversation(client, url, n, deadline, times, errors, think) for n in range(conversations))
         )
         elapsed = time.monotonic() - started
     return times, errors, elapsed
@@ -134,6 +150,38 @@ def percentile(values: list[float], p: float) -> float:
         return float("nan")
     k = min(len(ordered) - 1, max(0, round(p / 100 * (len(ordered) - 1))))
     return ordered[k]
+
+
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU time ``pid`` has taken so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class Measured:
+    """One load's requests (first and last byte times), errors, duration, and the CPU time the
+    proxy (if any) and the upstream took while it ran."""
+
+    def __init__(self, upstream_pid: int, proxy_pid: int | None) -> None:
+        self.pids = {"upstream": upstream_pid, "proxy": proxy_pid}
+        self.before = {k: cpu_seconds(p) for k, p in self.pids.items() if p is not None}
+        self.times: list[tuple[float, float]] = []
+        self.errors: list[str] = []
+        self.elapsed = 0.0
+        self.cpu: dict[str, float] = {}
+
+    def run(self, url: str, conversations: int, seconds: float, think: float = 0.0) -> Measured:
+        self.times, self.errors, self.elapsed = asyncio.run(load(url, conversations, seconds, think))
+        self.cpu = {k: cpu_seconds(p) - self.before[k] for k, p in self.pids.items() if p is not None}
+        return self
+
+    def cpu_ms(self, process: str) -> float:
+        """CPU ms ``process`` took per request of this load."""
+        return (
+            1_000 * self.cpu[process] / len(self.times)
+            if process in self.cpu and self.times
+            else float("nan")
+        )
 
 
 def peak_rss_mb(pid: int) -> float:
@@ -195,6 +243,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--conversations", type=int, default=50)
+    parser.add_argument("--think", type=float, default=1.0, help="seconds between requests, paced load")
     parser.add_argument(
         "--policy", default="economy", help="the proxy's --policy; several, comma-separated, one proxy each"
     )
@@ -202,21 +251,30 @@ def main() -> None:
     parser.add_argument("--write", action="store_true", help="record the table in bench/results.md")
     args = parser.parse_args()
     policies = [p.strip() for p in args.policy.split(",") if p.strip()]
+    n = args.conversations
+    loads = {  # name: (conversations, seconds, think)
+        "1 alone": (1, args.light_seconds, 0.0),
+        f"{n} back to back": (n, args.seconds, 0.0),
+        f"{n} paced, {args.think:g} s apart": (n, args.seconds, args.think),
+    }
     load_before = os.getloadavg()
     upstream, url = start_upstream()
+    measured: dict[tuple[str, str], Measured] = {}
     proxied: dict[str, Any] = {}
     try:
-        light_direct = asyncio.run(load(url, 1, args.light_seconds))
-        direct = asyncio.run(load(url, args.conversations, args.seconds))
+        for name, (count, seconds, think) in loads.items():
+            measured[name, "direct"] = Measured(upstream.pid, None).run(url, count, seconds, think)
         for policy in policies:
             with (
                 tempfile.TemporaryDirectory() as root,
                 ProxyProcess("--anthropic-upstream", url, "--workspace", root, "--policy", policy) as proxy,
             ):
-                light = asyncio.run(load(proxy.url, 1, args.light_seconds))
-                heavy = asyncio.run(load(proxy.url, args.conversations, args.seconds))
+                pid = proxy.process.pid
+                for name, (count, seconds, think) in loads.items():
+                    way = f"through the proxy, `{policy}`"
+                    measured[name, way] = Measured(upstream.pid, pid).run(proxy.url, count, seconds, think)
                 stats = httpx.get(f"{proxy.url}/toolkeep/stats").json()
-                proxied[policy] = (light, heavy, stats, peak_rss_mb(proxy.process.pid))
+                proxied[policy] = (stats, peak_rss_mb(pid))
         killed = killed_mid_stream(url)
         passed = errors_pass(url)
     finally:
@@ -225,40 +283,33 @@ def main() -> None:
     load_after = os.getloadavg()
     rows = []
     added = []
-    figures_of: dict[str, dict[str, float]] = {}
-
-    def row(load_name: str, way: str, measured: tuple[list[tuple[float, float]], list[str], float]) -> None:
-        times, errors, elapsed = measured
-        first = [t[0] * 1_000 for t in times]
-        last = [t[1] * 1_000 for t in times]
-        figures_of[f"{load_name}/{way}"] = {
+    figures: dict[tuple[str, str], dict[str, float]] = {}
+    for (name, way), m in measured.items():
+        first = [t[0] * 1_000 for t in m.times]
+        last = [t[1] * 1_000 for t in m.times]
+        f = figures[name, way] = {
             "first50": statistics.median(first),
             "first99": percentile(first, 99),
             "last50": statistics.median(last),
             "last99": percentile(last, 99),
         }
-        f = figures_of[f"{load_name}/{way}"]
-        kinds = ", ".join(f"{n} {k}" for k, n in Counter(errors).most_common()) or "0"
+        kinds = ", ".join(f"{c} {k}" for k, c in Counter(m.errors).most_common()) or "0"
         rows.append(
-            f"| {load_name} | {way} | {len(times):,} | {len(times) / elapsed:.1f} | {f['first50']:.1f} "
-            f"| {f['first99']:.1f} | {f['last50']:.1f} | {f['last99']:.1f} | {kinds} |"
+            f"| {name} | {way} | {len(m.times):,} | {len(m.times) / m.elapsed:.1f} | {f['first50']:.1f} "
+            f"| {f['first99']:.1f} | {f['last50']:.1f} | {f['last99']:.1f} | {m.cpu_ms('proxy'):.1f} "
+            f"| {m.cpu_ms('upstream'):.1f} | {kinds} |".replace("| nan |", "| |")
         )
-
-    many, alone = f"{args.conversations} at once", "1 alone"
-    for load_name, measured_direct, index in ((many, direct, 1), (alone, light_direct, 0)):
-        row(load_name, "direct", measured_direct)
-        for policy in policies:
-            row(load_name, f"through the proxy, `{policy}`", proxied[policy][index])
+    rows.sort(key=lambda r: list(loads).index(r.split(" | ")[0].lstrip("| ")))
     for policy in policies:
-        for load_name in (many, alone):
-            d, p = figures_of[f"{load_name}/direct"], figures_of[f"{load_name}/through the proxy, `{policy}`"]
+        for name in loads:
+            d, p = figures[name, "direct"], figures[name, f"through the proxy, `{policy}`"]
             added.append(
-                f"Added by the proxy (`{policy}`), {load_name}: first byte {p['first50'] - d['first50']:+.1f} ms "
+                f"Added by the proxy (`{policy}`), {name}: first byte {p['first50'] - d['first50']:+.1f} ms "
                 f"at p50, {p['first99'] - d['first99']:+.1f} ms at p99; last byte "
                 f"{p['last50'] - d['last50']:+.1f} ms at p50, {p['last99'] - d['last99']:+.1f} ms at p99."
             )
     for policy in policies:
-        _, _, stats, rss = proxied[policy]
+        stats, rss = proxied[policy]
         cost = stats["cost"]
         added.append(
             f"`{policy}`: peak RSS of the proxy {rss:.0f} MB. Tokens sent through it: "
@@ -268,19 +319,22 @@ def main() -> None:
         )
     body = "\n".join(
         [
-            f"`bench/proxy_load.py --seconds {args.seconds:g} --conversations {args.conversations} "
-            f"--policy {','.join(policies)}`: "
-            f"{args.conversations} concurrent streaming conversations for {args.seconds:g} s each way (and "
-            f"one alone for {args.light_seconds:g} s), on "
-            f"loopback, to the scripted model server (tests/upstream_server.py), on a {os.cpu_count()}-core "
-            "machine the load generator, the upstream and the proxy share (load average "
-            f"{load_before[0]:.2f} before, {load_after[0]:.2f} after: other work ran beside it). Times in ms "
-            "from sending the request. Every result is a ~6 KB read of a new file (under the 20,000-char "
-            "per-result limit, so nothing is cut as it enters).",
+            f"`bench/proxy_load.py --seconds {args.seconds:g} --conversations {n} --think {args.think:g} "
+            f"--policy {','.join(policies)}`: on loopback, to the scripted model server "
+            f"(tests/upstream_server.py), on a {os.cpu_count()}-core machine that the load generator, the "
+            f"upstream and the proxy share (load average {load_before[0]:.2f} before, {load_after[0]:.2f} "
+            "after). One conversation alone for "
+            f"{args.light_seconds:g} s; {n} conversations for {args.seconds:g} s back to back (the next "
+            f"request as soon as the answer ends: the CPUs saturate, so the proxy's added time is mostly "
+            f"queueing for them); {n} for {args.seconds:g} s paced, each waiting {args.think:g} s between "
+            "an answer and its next request, as an agent waits for its model and tools. Times in ms from "
+            "sending the request. CPU: ms of user and system time per request, of the proxy and of the "
+            "upstream process. Every result is a ~6 KB read of a new file (under the 20,000-char "
+            "per-result limit, so nothing is cut as it enters); a conversation starts anew every 20 turns.",
             "",
-            "| conversations | to the upstream | requests | per s | first byte p50 | p99 | last byte p50 "
-            "| p99 | errors |",
-            "|---|---|---:|---:|---:|---:|---:|---:|---|",
+            "| load | to the upstream | requests | per s | first byte p50 | p99 | last byte p50 "
+            "| p99 | proxy CPU ms | upstream CPU ms | errors |",
+            "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|",
             *rows,
             "",
             *added,
