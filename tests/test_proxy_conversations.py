@@ -6,6 +6,7 @@ histories, valid, deterministic output that never mutates its input."""
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
 import re
 from pathlib import Path
@@ -24,10 +25,13 @@ from tests.strategies import (
 )
 from tests.upstream_proxy import read_history
 from toolkeep import Config, validate
+from toolkeep.pricing import CacheTimes
 from toolkeep.proxy import Preparer, make_preparer
 from toolkeep.proxy.conversations import Conversations
 from toolkeep.proxy.files import drop_markers, keep_last_turn
+from toolkeep.proxy.timeline import Timeline
 from toolkeep.stores import MemoryStore
+from toolkeep.tokens import serialize_message
 from toolkeep.workspace import Workspace
 
 SAVED = re.compile(r"full output saved to ([^\]\n]+)\]")
@@ -409,3 +413,30 @@ def test_a_retry_on_another_replica_later_gives_the_first_answers_bytes(tmp_path
     sent = [pair.send(n, 0) for n in range(5)]
     assert pair.send(4, 1, after=900.0) == sent[4]  # past the TTL, elsewhere: the same bytes
     assert pair.send(4, 0, after=900.0) == sent[4]
+
+
+def test_a_requests_record_is_found_by_the_digest_of_its_conversation_and_items() -> None:
+    """The record keys are a digest of the conversation and each item's length and UTF-8, the
+    request before's of the items it sent: replicas of two versions sharing a store (an upgrade
+    under way) must find each other's records, so the digest is pinned here, item by item."""
+    h = read_history(3, 40, first="read the fïles ✓")
+    h[1]["content"][0]["input"]["note"] = "\ud800 lone"  # kept as it came (surrogatepass)
+    texts = [serialize_message(m) for m in h]
+
+    def digest(items: list[str]) -> str:
+        d = hashlib.sha256(b"toolkeep-proxy-request\0conv")
+        for text in items:
+            d.update(b"\0%d\0" % len(text))
+            d.update(text.encode("utf-8", "surrogatepass"))
+        return d.hexdigest()[:16]
+
+    store = MemoryStore()
+    earlier = {"time": 100.0, "last": 40.0, "before": [1], "after": [1, 4]}
+    store.put(digest(texts[:5]), json.dumps(earlier))  # the request before: up to the last answer
+    timeline = Timeline(store, clock=lambda: 500.0)
+    moment = timeline.moment("conv", h, texts, CacheTimes())
+    assert moment.key == digest(texts) and not moment.recorded
+    assert (moment.time, moment.cache) == (500.0, CacheTimes(100.0, frozenset({1, 4})))
+    timeline.record(moment, CacheTimes(500.0, frozenset({1, 4})))
+    again = timeline.moment("conv", h, texts, CacheTimes())  # a retry: its own record
+    assert again.recorded and (again.time, again.cache) == (500.0, moment.cache)
