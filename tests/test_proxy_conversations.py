@@ -29,6 +29,7 @@ from toolkeep.pricing import CacheTimes
 from toolkeep.proxy import Preparer, make_preparer
 from toolkeep.proxy.conversations import Conversations
 from toolkeep.proxy.files import drop_markers, keep_last_turn
+from toolkeep.proxy.prepare import _document, _dumps
 from toolkeep.proxy.timeline import Timeline
 from toolkeep.stores import MemoryStore
 from toolkeep.tokens import serialize_message
@@ -440,3 +441,27 @@ def test_a_requests_record_is_found_by_the_digest_of_its_conversation_and_items(
     timeline.record(moment, CacheTimes(500.0, frozenset({1, 4})))
     again = timeline.moment("conv", h, texts, CacheTimes())  # a retry: its own record
     assert again.recorded and (again.time, again.cache) == (500.0, moment.cache)
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    max_leaves=12,
+)
+
+
+@given(
+    fields=st.dictionaries(st.text(max_size=8), _JSON, max_size=5),
+    history=st.lists(_JSON, max_size=5),
+    at=st.integers(min_value=0, max_value=5),
+)
+@property_settings(200)
+def test_a_changed_body_is_the_json_of_its_document(
+    fields: dict[str, Any], history: list[Any], at: int
+) -> None:
+    """A changed body is put together from its history's items, each serialized once: byte for
+    byte what serializing the whole document gives, wherever the history's key stands."""
+    items = list(fields.items())
+    document = dict([*items[:at], ("messages", history), *items[at:]])
+    whole = json.dumps(document, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    assert _document(document, "messages", [_dumps(m) for m in history]) == whole

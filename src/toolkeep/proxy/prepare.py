@@ -19,7 +19,7 @@ from typing import Any
 from ..formats import get_format
 from ..jsonnumbers import Number, parse_float, refuse_constant
 from ..pricing import Pricing, resolve_pricing
-from ..replay.cost import request_cost, request_segments, serialize_message
+from ..replay.cost import request_cost, request_segments
 from ..replay.tokens import TokenCounter, get_counter
 from ..requests import read_request
 from .conversations import Conversations
@@ -180,7 +180,7 @@ class Preparer:
         conversation = self.conversations.get(route, history)
         fmt = request.format(route)
         with conversation.lock:
-            texts = [serialize_message(m) for m in history]
+            texts = [_dumps(m) for m in history]
             session = conversation.session
             timeline = self.conversations.timeline
             if timeline is None:
@@ -200,23 +200,16 @@ class Preparer:
             ) and out_history != list(history)  # (equal copies: the body goes as it came)
             system = _system_text(document)
             before = request_segments(system, texts)
-            after = (
-                request_segments(system, [by_id.get(id(m)) or serialize_message(m) for m in out_history])
-                if changed
-                else before
-            )
+            out_texts = [by_id.get(id(m)) or _dumps(m) for m in out_history] if changed else texts
+            after = request_segments(system, out_texts) if changed else before
             pricing = self._pricing(route)
             unmanaged = request_cost(conversation.previous.get("unmanaged"), before, _COUNTER, pricing)
             managed = request_cost(conversation.previous.get("managed"), after, _COUNTER, pricing)
             conversation.previous = {"unmanaged": before, "managed": after}
             conversation.requests += 1
-        if changed:
-            prepared[request.key] = out_history
-            out = json.dumps(prepared, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode(
-                "utf-8", "surrogatepass"
-            )
-        else:
-            out = body
+        out = (
+            _document(prepared, request.key, out_texts).encode("utf-8", "surrogatepass") if changed else body
+        )
         return Outcome(
             out,
             conversation=conversation.key,
@@ -239,6 +232,25 @@ class Preparer:
                 self.conversations.config.pricing, get_format(route)
             )
         return found
+
+
+def _dumps(value: Any) -> str:
+    """The compact JSON text of ``value``, as a prepared body goes out (and as
+    :func:`~toolkeep.tokens.serialize_message` has it, for the sizes and costs)."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+def _document(document: dict[str, Any], key: str, items: list[str]) -> str:
+    """``_dumps(document)`` where ``document[key]`` is the list whose items' texts are ``items``:
+    the history, already serialized item by item, is joined, not serialized again."""
+    return (
+        "{"
+        + ",".join(
+            f"{_dumps(name)}:{'[' + ','.join(items) + ']' if name == key else _dumps(value)}"
+            for name, value in document.items()
+        )
+        + "}"
+    )
 
 
 def _system_text(document: dict[str, Any]) -> str | None:
