@@ -461,3 +461,49 @@ def test_an_upstream_that_dies_mid_stream_gives_the_client_an_error_and_one_line
         server.kill()
         server.wait()
     assert "Traceback" not in process.stderr()
+
+
+# -- preparing under load ----------------------------------------------------------------------
+
+
+def test_at_most_preparing_threads_requests_are_prepared_at_once(tmp_path: Path) -> None:
+    """Preparing holds the GIL: more threads than two only take turns with it, at a cost. Five
+    requests at once: two are prepared, three wait for a thread, and all five are answered."""
+    import asyncio
+    import threading
+
+    from toolkeep.proxy import Outcome, make_preparer
+    from toolkeep.proxy.app import PREPARING_THREADS, Upstreams, create_app
+
+    preparer = make_preparer(toolkeep.Config(), tmp_path)
+    inside: list[str] = []
+    release = threading.Event()
+
+    def prepare(route: str, body: bytes) -> Outcome:
+        inside.append(route)
+        release.wait(60)
+        return Outcome(body)
+
+    preparer.prepare = prepare  # type: ignore[method-assign]
+    upstream = httpx.AsyncClient(
+        transport=httpx.MockTransport(lambda request: httpx.Response(200, stream=httpx.ByteStream(b"ok")))
+    )
+    app = create_app(preparer, Upstreams("http://upstream", "http://upstream"), client=upstream)
+
+    async def five() -> list[int]:
+        async with httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=app), base_url="http://proxy"
+        ) as client:
+            sent = [asyncio.create_task(client.post("/v1/messages", json={"messages": []})) for _ in range(5)]
+            for _ in range(6_000):  # until the three others wait for a thread (or a minute passes)
+                waiting = app.state.preparing.statistics().tasks_waiting
+                if waiting == 5 - PREPARING_THREADS or len(inside) > PREPARING_THREADS:
+                    break
+                await asyncio.sleep(0.01)
+            prepared_at_once = len(inside)
+            release.set()
+            answers = await asyncio.gather(*sent)
+        assert prepared_at_once == PREPARING_THREADS == 2
+        return [a.status_code for a in answers]
+
+    assert asyncio.run(five()) == [200] * 5 and len(inside) == 5
