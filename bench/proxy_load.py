@@ -6,8 +6,9 @@ by one tool call and a ~6 KB result a turn (a new conversation every 20 turns), 
 streaming Anthropic Messages request answered by the scripted model server
 (tests/upstream_server.py: about 9 KB of SSE in 20 chunks 5 ms apart). The same load runs directly
 against the upstream, then through one proxy per policy named (``--policy``, ``economy`` by default;
-several, comma-separated, compare them); per request the times to the first and the last
-body byte are taken.
+several, comma-separated, compare them), and through one that forwards them as they are (to a path
+it does not prepare: what relaying alone costs); per request the times to the first and the last
+body byte are taken, after a few unmeasured requests to each.
 
 Three loads: one conversation alone; C conversations back to back, each sending its next request
 as soon as the last answer ends (on a 2-core machine that the load generator, the upstream and the
@@ -54,6 +55,13 @@ from tests.upstream_proxy import ProxyProcess  # noqa: E402
 
 TURN_CHARS = 6_000
 TURNS = 20
+PREPARED = "/v1/messages"
+RELAYED = "/v1/messages/relay"
+"""A path the proxy forwards as it is (as it does ``count_tokens``), which the scripted upstream
+answers with the same stream: what relaying alone costs, beside relaying and preparing."""
+WARM_UP = 3
+"""Requests of a conversation of its own sent before the measured loads, so that what the first
+request costs once (imports, the first connection) is not in them."""
 
 
 def start_upstream() -> tuple[subprocess.Popen[bytes], str]:
@@ -96,6 +104,7 @@ async def conversation(
     times: list[tuple[float, float]],
     errors: list[str],
     think: float = 0.0,
+    path: str = PREPARED,
 ) -> None:
     turn, generation = 0, 0
     if think:  # the paced conversations start spread over one think time, not all at once
@@ -110,7 +119,7 @@ async def conversation(
         started = time.perf_counter()
         first = None
         try:
-            async with client.stream("POST", f"{url}/v1/messages", json=body) as response:
+            async with client.stream("POST", f"{url}{path}", json=body) as response:
                 async for chunk in response.aiter_raw():
                     if first is None and chunk:
                         first = time.perf_counter() - started
@@ -129,7 +138,7 @@ async def conversation(
 
 
 async def load(
-    url: str, conversations: int, seconds: float, think: float = 0.0
+    url: str, conversations: int, seconds: float, think: float = 0.0, path: str = PREPARED
 ) -> tuple[list[tuple[float, float]], list[str], float]:
     times: list[tuple[float, float]] = []
     errors: list[str] = []
@@ -138,7 +147,10 @@ async def load(
         started = time.monotonic()
         deadline = started + seconds
         await asyncio.gather(
-            *(conversation(client, url, n, deadline, times, errors, think) for n in range(conversations))
+            *(
+                conversation(client, url, n, deadline, times, errors, think, path)
+                for n in range(conversations)
+            )
         )
         elapsed = time.monotonic() - started
     return times, errors, elapsed
@@ -170,8 +182,10 @@ class Measured:
         self.elapsed = 0.0
         self.cpu: dict[str, float] = {}
 
-    def run(self, url: str, conversations: int, seconds: float, think: float = 0.0) -> Measured:
-        self.times, self.errors, self.elapsed = asyncio.run(load(url, conversations, seconds, think))
+    def run(
+        self, url: str, conversations: int, seconds: float, think: float = 0.0, path: str = PREPARED
+    ) -> Measured:
+        self.times, self.errors, self.elapsed = asyncio.run(load(url, conversations, seconds, think, path))
         self.cpu = {k: cpu_seconds(p) - self.before[k] for k, p in self.pids.items() if p is not None}
         return self
 
@@ -182,6 +196,22 @@ class Measured:
             if process in self.cpu and self.times
             else float("nan")
         )
+
+
+def warm_up(url: str, path: str = PREPARED) -> None:
+    """:data:`WARM_UP` requests of a conversation no load has, unmeasured."""
+    for turn in range(WARM_UP):
+        body = {"model": "load", "stream": True, "max_tokens": 100, "messages": history(999_998, turn + 1)}
+        httpx.post(f"{url}{path}", json=body, timeout=60).raise_for_status()
+
+
+def served_by(pid: int) -> str:
+    """The event loop and the HTTP parser uvicorn serves the proxy with, as process ``pid`` has
+    them loaded."""
+    maps = Path(f"/proc/{pid}/maps").read_text()
+    loop = "uvloop" if "/uvloop/" in maps else "asyncio"
+    parser = "httptools" if "/httptools/" in maps else "h11"
+    return f"uvicorn on {loop}, parsing with {parser}"
 
 
 def peak_rss_mb(pid: int) -> float:
@@ -261,20 +291,29 @@ def main() -> None:
     upstream, url = start_upstream()
     measured: dict[tuple[str, str], Measured] = {}
     proxied: dict[str, Any] = {}
+    served = ""
     try:
+        warm_up(url)
         for name, (count, seconds, think) in loads.items():
             measured[name, "direct"] = Measured(upstream.pid, None).run(url, count, seconds, think)
-        for policy in policies:
+        for policy in [*policies, None]:  # None: the proxy that forwards every request as it is
+            way = f"through the proxy, `{policy}`" if policy else "through the proxy, forwarded as is"
             with (
                 tempfile.TemporaryDirectory() as root,
-                ProxyProcess("--anthropic-upstream", url, "--workspace", root, "--policy", policy) as proxy,
+                ProxyProcess(
+                    "--anthropic-upstream", url, "--workspace", root, "--policy", policy or policies[0]
+                ) as proxy,
             ):
                 pid = proxy.process.pid
+                warm_up(proxy.url, PREPARED if policy else RELAYED)
                 for name, (count, seconds, think) in loads.items():
-                    way = f"through the proxy, `{policy}`"
-                    measured[name, way] = Measured(upstream.pid, pid).run(proxy.url, count, seconds, think)
-                stats = httpx.get(f"{proxy.url}/toolkeep/stats").json()
-                proxied[policy] = (stats, peak_rss_mb(pid))
+                    measured[name, way] = Measured(upstream.pid, pid).run(
+                        proxy.url, count, seconds, think, PREPARED if policy else RELAYED
+                    )
+                served = served or served_by(pid)
+                if policy:
+                    stats = httpx.get(f"{proxy.url}/toolkeep/stats").json()
+                    proxied[policy] = (stats, peak_rss_mb(pid))
         killed = killed_mid_stream(url)
         passed = errors_pass(url)
     finally:
@@ -300,13 +339,15 @@ def main() -> None:
             f"| {m.cpu_ms('upstream'):.1f} | {kinds} |".replace("| nan |", "| |")
         )
     rows.sort(key=lambda r: list(loads).index(r.split(" | ")[0].lstrip("| ")))
-    for policy in policies:
+    for policy in [*policies, None]:
+        way = f"through the proxy, `{policy}`" if policy else "through the proxy, forwarded as is"
         for name in loads:
-            d, p = figures[name, "direct"], figures[name, f"through the proxy, `{policy}`"]
+            d, p = figures[name, "direct"], figures[name, way]
             added.append(
-                f"Added by the proxy (`{policy}`), {name}: first byte {p['first50'] - d['first50']:+.1f} ms "
-                f"at p50, {p['first99'] - d['first99']:+.1f} ms at p99; last byte "
-                f"{p['last50'] - d['last50']:+.1f} ms at p50, {p['last99'] - d['last99']:+.1f} ms at p99."
+                f"Added by the proxy ({f'`{policy}`' if policy else 'forwarded as is'}), {name}: first byte "
+                f"{p['first50'] - d['first50']:+.1f} ms at p50, {p['first99'] - d['first99']:+.1f} ms at p99; "
+                f"last byte {p['last50'] - d['last50']:+.1f} ms at p50, {p['last99'] - d['last99']:+.1f} ms "
+                "at p99."
             )
     for policy in policies:
         stats, rss = proxied[policy]
@@ -327,10 +368,14 @@ def main() -> None:
             f"{args.light_seconds:g} s; {n} conversations for {args.seconds:g} s back to back (the next "
             f"request as soon as the answer ends: the CPUs saturate, so the proxy's added time is mostly "
             f"queueing for them); {n} for {args.seconds:g} s paced, each waiting {args.think:g} s between "
-            "an answer and its next request, as an agent waits for its model and tools. Times in ms from "
-            "sending the request. CPU: ms of user and system time per request, of the proxy and of the "
-            "upstream process. Every result is a ~6 KB read of a new file (under the 20,000-char "
-            "per-result limit, so nothing is cut as it enters); a conversation starts anew every 20 turns.",
+            "an answer and its next request, as an agent waits for its model and tools. Each answer is "
+            "a stream of 20 chunks 5 ms apart. Times in ms from sending the request. CPU: ms of user and "
+            "system time per request, of the proxy and of the upstream process. Every result is a ~6 KB "
+            "read of a new file (under the 20,000-char per-result limit, so nothing is cut as it "
+            "enters); a conversation starts anew every 20 turns. The proxy: "
+            f'{served}; {WARM_UP} requests sent to it before the loads, unmeasured. "Forwarded as is": '
+            f"the same requests to {RELAYED}, which the proxy does not prepare (as `count_tokens`) and "
+            "the upstream answers alike: what relaying alone costs.",
             "",
             "| load | to the upstream | requests | per s | first byte p50 | p99 | last byte p50 "
             "| p99 | proxy CPU ms | upstream CPU ms | errors |",

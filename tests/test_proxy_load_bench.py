@@ -28,12 +28,13 @@ def test_the_load_bench_runs_every_load_each_way(tmp_path: Path) -> None:
     assert set(loads) == {
         (load, way)
         for load in ("1 alone", "3 back to back", "3 paced, 0.2 s apart")
-        for way in ("direct", "through the proxy, `economy`")
+        for way in ("direct", "through the proxy, `economy`", "through the proxy, forwarded as is")
     }
     for (_, way), (requests, proxy_cpu, errors) in loads.items():
         assert requests > 0 and errors == "0"
         assert (proxy_cpu == "") is (way == "direct")  # the proxy's CPU, where there is a proxy
         if proxy_cpu:
             assert float(proxy_cpu) > 0
+    assert re.search(r"The proxy: uvicorn on (uvloop|asyncio), parsing with (httptools|h11);", done.stdout)
     assert "killed mid-stream: the client got " in done.stdout and "intact after it" in done.stdout
     assert "429 (same body), 500 (same body), 529 (same body)" in done.stdout
