@@ -57,6 +57,15 @@ def sent_bytes(entry: dict[str, Any]) -> bytes:
     return base64.b64decode(entry["response"])
 
 
+def last_sent(upstream: ScriptedUpstream, path: str, timeout: float = 10.0) -> bytes:
+    """What the upstream sent for its last request to ``path``, once it has recorded it: a client
+    can read the last byte before the upstream's handler has finished writing its record."""
+    deadline = time.monotonic() + timeout
+    while (entry := last(upstream, path))["response"] is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return sent_bytes(entry)
+
+
 # -- the command -------------------------------------------------------------------------------
 
 
@@ -141,7 +150,7 @@ def test_headers_query_and_unknown_fields_reach_the_upstream_as_sent(
     assert got["accept-encoding"] == response.request.headers["accept-encoding"]  # the client's own
     assert json.loads(seen["body"]) == body
     assert seen["body"].encode() == raw  # nothing to prepare: the very bytes
-    assert response.content == sent_bytes(seen)
+    assert response.content == last_sent(upstream, "/v1/messages")
 
 
 def test_auth_is_forwarded_and_never_logged(proxy: ProxyProcess, upstream: ScriptedUpstream) -> None:
@@ -168,7 +177,7 @@ def test_streams_reach_the_client_byte_for_byte(
     with httpx.stream("POST", f"{proxy.url}{path}", json=body) as response:
         assert response.headers["content-type"].startswith("text/event-stream")
         got = b"".join(response.iter_raw())
-    sent = sent_bytes(last(upstream, path))
+    sent = last_sent(upstream, path)
     assert got == sent and got.endswith(end)
     assert "ünïcödé".encode() in got
 
@@ -183,7 +192,7 @@ def test_the_first_bytes_arrive_while_the_upstream_is_still_sending(
         entry = last(upstream, "/v1/messages")
         assert entry["response"] is None  # the upstream has not finished: nothing was buffered
         rest = b"".join(chunks)
-    assert first + rest == sent_bytes(last(upstream, "/v1/messages"))
+    assert first + rest == last_sent(upstream, "/v1/messages")
 
 
 def test_a_compressed_answer_passes_as_its_raw_bytes(proxy: ProxyProcess, upstream: ScriptedUpstream) -> None:
@@ -191,7 +200,7 @@ def test_a_compressed_answer_passes_as_its_raw_bytes(proxy: ProxyProcess, upstre
     with httpx.stream("POST", f"{proxy.url}/v1/chat/completions", json=body) as response:
         assert response.headers["content-encoding"] == "gzip"
         raw = b"".join(response.iter_raw())
-    assert raw == sent_bytes(last(upstream, "/v1/chat/completions"))
+    assert raw == last_sent(upstream, "/v1/chat/completions")
 
 
 @pytest.mark.parametrize(("model", "status"), [("error-429", 429), ("error-500", 500), ("overloaded", 529)])
@@ -202,7 +211,7 @@ def test_upstream_errors_pass_with_status_body_and_headers(
     response = httpx.post(f"{proxy.url}/v1/messages", json=body)
     assert response.status_code == status
     assert response.headers["retry-after"] == "7" and response.headers["x-scripted"] == model
-    assert response.content == sent_bytes(last(upstream, "/v1/messages"))
+    assert response.content == last_sent(upstream, "/v1/messages")
 
 
 def test_an_unreachable_upstream_is_a_502_not_a_hang(tmp_path: Path) -> None:
