@@ -318,3 +318,34 @@ def test_session_equals_a_fresh_run_at_every_request(
             )
             assert json.dumps(plain(out)) == json.dumps(plain(fresh)), f"request of {end} messages"
             assert report.to_dict() == fresh_report.to_dict()
+
+
+# -------------------------------------------------------------------- entry previews in bounds
+
+
+@pytest.mark.parametrize("limit", [20_000, 8_000])
+@pytest.mark.parametrize(("name", "objects"), CASES, ids=IDS)
+def test_an_entry_preview_with_its_names_index_stays_within_the_limit(
+    name: str, objects: bool, limit: int, tmp_path: Path
+) -> None:
+    """A result over the per-result limit enters as the budget's preview plus the names index of
+    what it left out, never longer together than the limit, in every format and SDK wrapper and
+    through a Session, as a client sends it; the index fills the room the preview leaves."""
+    grep = "".join(f"src/pkg_{n // 40}/module_{n}.py:{n * 7}: value_{n} = load({n})\n" for n in range(3_000))
+    anthropic: list[Any] = [
+        {"role": "user", "content": "where is load called?"},
+        {
+            "role": "assistant",
+            "content": [{"type": "tool_use", "id": "toolu_1", "name": "grep", "input": {}}],
+        },
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": grep}]},
+    ]
+    messages = history_in(name, objects, anthropic)
+    config = toolkeep.Config(max_result_chars=limit)
+    with toolkeep.Session(config, workspace=tmp_path, store=MemoryStore()) as session:
+        out, _ = session.prepare(messages, format=name)
+    fmt = resolve_format(out, name)
+    (entered,) = [r.text for m in fmt.load(out) for r in m.results]
+    preview, index = entered.split("\nnames: ")
+    assert "src/pkg_2/module_100.py" in index and "src/pkg_2/module_100.py" not in preview
+    assert limit - 400 < len(entered) <= limit

@@ -489,19 +489,3 @@ def test_real_trajectory_fresh_equals_long_lived(path: Path | None, tmp_path: Pa
             assert json.dumps(out) == json.dumps(fresh)
             again, _ = session.prepare(out, format="anthropic")
             assert json.dumps(again) == json.dumps(out)
-
-
-@pytest.mark.parametrize("limit", [20_000, 8_000])
-def test_an_entry_preview_with_its_names_index_stays_within_the_per_result_limit(limit: int) -> None:
-    """A result over the per-result limit enters as the budget's preview plus the names index of
-    what the preview left out: together never longer than the limit that cut it, however many
-    names the original holds (a grep over a large tree)."""
-    grep = "".join(f"src/pkg_{n // 40}/module_{n}.py:{n * 7}: value_{n} = load({n})\n" for n in range(3_000))
-    history = session_of([("grep", {"pattern": "load"}, grep)])
-    config = toolkeep.Config(max_result_chars=limit)
-    sent = texts(run_pipeline(history, format="anthropic", config=config, store=MemoryStore()).messages)
-    entered = sent["toolu_000"]
-    preview, index = entered.split("\nnames: ")
-    assert "src/pkg_2/module_100.py" in index and "src/pkg_2/module_100.py" not in preview
-    assert len(entered) <= limit
-    assert len(entered) > limit - 400  # the room is used: the index fills it

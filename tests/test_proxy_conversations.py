@@ -29,7 +29,7 @@ from toolkeep.pricing import CacheTimes
 from toolkeep.proxy import Preparer, make_preparer
 from toolkeep.proxy.conversations import Conversations
 from toolkeep.proxy.files import drop_markers, keep_last_turn
-from toolkeep.proxy.prepare import _document, _dumps
+from toolkeep.proxy.prepare import _document
 from toolkeep.proxy.timeline import Timeline
 from toolkeep.stores import MemoryStore
 from toolkeep.tokens import serialize_message
@@ -464,4 +464,4 @@ def test_a_changed_body_is_the_json_of_its_document(
     items = list(fields.items())
     document = dict([*items[:at], ("messages", history), *items[at:]])
     whole = json.dumps(document, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-    assert _document(document, "messages", [_dumps(m) for m in history]) == whole
+    assert _document(document, "messages", [serialize_message(m) for m in history]) == whole

@@ -172,16 +172,16 @@ def _name_like(word: str) -> bool:
 def _names(text: str) -> tuple[tuple[int, str, str], ...]:
     """``(line, number, name)`` for each distinctive name of ``text`` at its first appearance:
     the index of its line, and that line's own number in a numbered listing (else ``""``). A
-    listing's line numbers are no names (its ``N`` column is not scanned). Kept for the last
-    texts asked about, up to a size: a result's names are read for its own set and for each of
-    its forms."""
+    listing's line numbers are no names (its ``N`` column is not scanned). Kept for the last 16
+    texts asked about, of up to 1 MB each (so at most 16 MB outlive the sessions that asked): a
+    result's names are read for its own set and for each of its forms, within a request."""
     return _kept_names(text) if len(text) <= _KEPT_CHARS else _scan_names(text)
 
 
 _KEPT_CHARS = 1_000_000
 
 
-@lru_cache(maxsize=64)
+@lru_cache(maxsize=16)
 def _kept_names(text: str) -> tuple[tuple[int, str, str], ...]:
     return _scan_names(text)
 

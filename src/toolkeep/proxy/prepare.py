@@ -19,7 +19,7 @@ from typing import Any
 from ..formats import get_format
 from ..jsonnumbers import Number, parse_float, refuse_constant
 from ..pricing import Pricing, resolve_pricing
-from ..replay.cost import request_cost, request_segments
+from ..replay.cost import request_cost, request_segments, serialize_message
 from ..replay.tokens import TokenCounter, get_counter
 from ..requests import read_request
 from .conversations import Conversations
@@ -180,7 +180,7 @@ class Preparer:
         conversation = self.conversations.get(route, history)
         fmt = request.format(route)
         with conversation.lock:
-            texts = [_dumps(m) for m in history]
+            texts = [serialize_message(m) for m in history]
             session = conversation.session
             timeline = self.conversations.timeline
             if timeline is None:
@@ -200,7 +200,7 @@ class Preparer:
             ) and out_history != list(history)  # (equal copies: the body goes as it came)
             system = _system_text(document)
             before = request_segments(system, texts)
-            out_texts = [by_id.get(id(m)) or _dumps(m) for m in out_history] if changed else texts
+            out_texts = [by_id.get(id(m)) or serialize_message(m) for m in out_history] if changed else texts
             after = request_segments(system, out_texts) if changed else before
             pricing = self._pricing(route)
             unmanaged = request_cost(conversation.previous.get("unmanaged"), before, _COUNTER, pricing)
@@ -234,19 +234,14 @@ class Preparer:
         return found
 
 
-def _dumps(value: Any) -> str:
-    """The compact JSON text of ``value``, as a prepared body goes out (and as
-    :func:`~toolkeep.tokens.serialize_message` has it, for the sizes and costs)."""
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-
-
 def _document(document: dict[str, Any], key: str, items: list[str]) -> str:
-    """``_dumps(document)`` where ``document[key]`` is the list whose items' texts are ``items``:
-    the history, already serialized item by item, is joined, not serialized again."""
+    """The compact JSON text of ``document`` (as :func:`~toolkeep.tokens.serialize_message` writes
+    a value) where ``document[key]`` is the list whose items' texts are ``items``: the history,
+    already serialized item by item, is joined, not serialized again."""
     return (
         "{"
         + ",".join(
-            f"{_dumps(name)}:{'[' + ','.join(items) + ']' if name == key else _dumps(value)}"
+            f"{serialize_message(name)}:{'[' + ','.join(items) + ']' if name == key else serialize_message(value)}"
             for name, value in document.items()
         )
         + "}"
