@@ -323,7 +323,7 @@ def main() -> None:
     rows = []
     added = []
     figures: dict[tuple[str, str], dict[str, float]] = {}
-    for (name, way), m in measured.items():
+    for (name, way), m in sorted(measured.items(), key=lambda entry: list(loads).index(entry[0][0])):
         first = [t[0] * 1_000 for t in m.times]
         last = [t[1] * 1_000 for t in m.times]
         f = figures[name, way] = {
@@ -338,7 +338,6 @@ def main() -> None:
             f"| {f['first99']:.1f} | {f['last50']:.1f} | {f['last99']:.1f} | {m.cpu_ms('proxy'):.1f} "
             f"| {m.cpu_ms('upstream'):.1f} | {kinds} |".replace("| nan |", "| |")
         )
-    rows.sort(key=lambda r: list(loads).index(r.split(" | ")[0].lstrip("| ")))
     for policy in [*policies, None]:
         way = f"through the proxy, `{policy}`" if policy else "through the proxy, forwarded as is"
         for name in loads:
