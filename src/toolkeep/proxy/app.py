@@ -24,14 +24,19 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
+from ..mcp_server import create_http_endpoint
 from .prepare import Outcome, Preparer
 
-__all__ = ["ANTHROPIC_UPSTREAM", "OPENAI_UPSTREAM", "PREPARED_ROUTES", "Upstreams", "create_app"]
+__all__ = ["ANTHROPIC_UPSTREAM", "MCP_PATH", "OPENAI_UPSTREAM", "PREPARED_ROUTES", "Upstreams", "create_app"]
 
 log = logging.getLogger("toolkeep.proxy")
 
 ANTHROPIC_UPSTREAM = "https://api.anthropic.com"
 OPENAI_UPSTREAM = "https://api.openai.com"
+
+MCP_PATH = "/toolkeep/mcp"
+"""Where the proxy serves ``recall`` and ``read_result`` over MCP (streamable HTTP) on its own
+archive and workspace, for an agent on any machine to register (:mod:`toolkeep.mcp_server`)."""
 
 PREPARED_ROUTES: Mapping[str, str] = {
     "/v1/messages": "anthropic",
@@ -109,15 +114,20 @@ def create_app(
             http, _upstream_request(http, request, url, body), request, outcome, started, preparer
         )
 
+    conversations = preparer.conversations
+    mcp = create_http_endpoint(conversations.store, conversations.workspace, conversations.config)
+
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        yield
+        async with mcp.lifespan():
+            yield
         await anyio.to_thread.run_sync(preparer.conversations.close)  # their pins go
         if owned:
             await http.aclose()
 
     routes = [
         Route("/toolkeep/stats", stats, methods=["GET"]),
+        *mcp.routes(MCP_PATH),  # the way back for agents anywhere; never forwarded
         Route("/{path:path}", forward, methods=["GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "HEAD"]),
     ]
     app = Starlette(routes=routes, lifespan=lifespan)
