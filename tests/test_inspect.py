@@ -188,4 +188,4 @@ def test_the_page_is_one_file_that_asks_for_nothing(tmp_path: Path) -> None:
     html = out.read_text(encoding="utf-8")
     assert "default-src 'none'" in html
     assert "<script src" not in html and "<link" not in html and "@import" not in html
-    assert "type=application/octet-stream id=blob-0" in html
+    assert "type=application/octet-stream id=b-0-0>" in html

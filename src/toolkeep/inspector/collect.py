@@ -92,10 +92,14 @@ class SessionTrace:
         new = [c for c in trace.report.cuts if self._cuts_seen.get(c.id) != (c.kind, c.chars_after)]
         if not new:
             return
-        sent = self._texts(trace.prepared)
+        sent: dict[str, str] | None = None
         for cut in new:
             self._cuts_seen[cut.id] = (cut.kind, cut.chars_after)
-            self._move(cut, trace.number, sent.get(cut.id))
+            text = self._text_at(trace.prepared, cut)
+            if text is None:  # not at its input index (a repair moved messages): look everywhere
+                sent = sent if sent is not None else self._texts(trace.prepared)
+                text = sent.get(cut.id)
+            self._move(cut, trace.number, text)
 
     def _move(self, cut: Cut, request: int, text: str | None) -> None:
         life = self.results.get(cut.id)
@@ -119,6 +123,12 @@ class SessionTrace:
         # the size of what was sent (a later step may send another form than the cut's own)
         chars = len(text) if text is not None else cut.chars_after
         life.moves.append(Move(request, cut.kind, chars, cut.reason, index))
+
+    def _text_at(self, prepared: list[Any], cut: Cut) -> str | None:
+        """The text sent for ``cut``'s result, when the message at its input index holds it."""
+        if not 0 <= cut.index < len(prepared):
+            return None
+        return self._texts(prepared[cut.index : cut.index + 1]).get(cut.id)
 
     def _texts(self, prepared: list[Any]) -> dict[str, str]:
         """The text of each tool result the prepared request sends, by call id."""

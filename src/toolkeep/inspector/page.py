@@ -2,8 +2,8 @@
 
 Everything is inline: styles, a small script, charts drawn as SVG here, and each session's
 result texts (originals and the forms the model saw) as gzip + base64 in a
-``<script type="application/octet-stream">``, decoded with the browser's ``DecompressionStream``
-only when a result is opened, so a session of thousands of messages stays a page the browser
+``<script type="application/octet-stream">`` per result, decoded with the browser's
+``DecompressionStream`` only when that result is opened, so a session of thousands of messages stays a page the browser
 opens at once. A Content-Security-Policy forbids any request: the page works from disk, offline.
 
 Every figure that ``toolkeep replay --json`` prints is written with ``data-k`` (its path in that
@@ -51,22 +51,22 @@ details>summary{cursor:pointer;color:var(--wi)}.name{word-break:break-all}
 _SCRIPT = r"""
 "use strict";
 const blobs = {};
-function texts(s) {
-  if (!blobs[s]) {
-    const b64 = document.getElementById("blob-" + s).textContent.trim();
-    const bin = Uint8Array.from(atob(b64), c => c.charCodeAt(0));
-    const stream = new Blob([bin]).stream().pipeThrough(new DecompressionStream("gzip"));
-    blobs[s] = new Response(stream).json();
+function texts(id) {
+  if (!blobs[id]) {
+    const text = atob(document.getElementById(id).textContent.trim());
+    const bytes = new Uint8Array(text.length);
+    for (let i = 0; i < text.length; i++) bytes[i] = text.charCodeAt(i);
+    const stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream("gzip"));
+    blobs[id] = new Response(stream).json();
   }
-  return blobs[s];
+  return blobs[id];
 }
 function pre(text, cls) { const p = document.createElement("pre"); p.className = cls; p.textContent = text; return p; }
 async function openResult(button) {
   const row = button.closest("tr");
   const next = row.nextElementSibling;
   if (next && next.classList.contains("panel")) { next.remove(); button.textContent = "open"; return; }
-  const s = button.dataset.s, id = button.dataset.open;
-  const forms = (await texts(s))[id];
+  const forms = await texts(button.dataset.blob);
   const moves = JSON.parse(button.dataset.moves);
   const panel = document.createElement("tr"); panel.className = "panel";
   const cell = document.createElement("td"); cell.colSpan = row.children.length; panel.appendChild(cell);
@@ -428,9 +428,12 @@ def _results(n: int, trace: SessionTrace) -> list[str]:
         f"<table class=results id=results-{n}><thead><tr><th>result</th><th>tool</th><th class=n>message</th>"
         "<th>entered</th><th>forms</th><th class=n>original chars</th><th>key</th><th></th></tr></thead><tbody>"
     )
-    blob: dict[str, list[str]] = {}
-    for life in lives:
-        blob[life.id] = life.forms
+    blobs = []
+    for k, life in enumerate(lives):
+        packed = gzip.compress(_json(life.forms).encode("utf-8"), compresslevel=6, mtime=0)
+        blobs.append(
+            f"<script type=application/octet-stream id=b-{n}-{k}>{base64.b64encode(packed).decode()}</script>"
+        )
         moves = "".join(
             f"<div>request {m.request}: <b>{escape(m.kind)}</b> \u2192 {m.chars:,} chars"
             + (f"<div class=reason>{escape(m.reason)}</div>" if m.reason else "")
@@ -444,14 +447,11 @@ def _results(n: int, trace: SessionTrace) -> list[str]:
         out.append(
             f"<tr><td class=mono>{escape(life.id)}</td><td>{escape(life.tool)}</td><td class=n>{life.message:,}</td>"
             f"<td>{escape(entered)}</td><td>{moves}</td><td class=n>{life.original_chars:,}</td>"
-            f'<td class=mono>{escape(life.key or "")}</td><td><button data-s={n} data-open="{escape(life.id)}" '
+            f'<td class=mono>{escape(life.key or "")}</td><td><button data-s={n} data-blob=b-{n}-{k} data-open="{escape(life.id)}" '
             f'data-moves="{escape(data)}">open</button></td></tr>'
         )
     out.append("</tbody></table>")
-    packed = base64.b64encode(gzip.compress(_json(blob).encode("utf-8"), compresslevel=6, mtime=0)).decode(
-        "ascii"
-    )
-    out.append(f"<script type=application/octet-stream id=blob-{n}>{packed}</script>")
+    out += blobs
     return out
 
 
