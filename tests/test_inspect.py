@@ -86,6 +86,12 @@ def test_loads_with_no_error_and_no_request(
     assert page.evaluate("document.querySelectorAll('section').length") == len(document["sessions"]) >= 3
     assert page.errors == []
     assert page.requests == [real[0].as_uri()]  # its own file, nothing else
+    # every shape of the charts is drawn: none swallowed by a tag the HTML parser left open
+    shapes = page.evaluate(
+        "[...document.querySelectorAll('svg *')].map(e => e.parentElement.tagName.toLowerCase())"
+    )
+    assert shapes and set(shapes) == {"svg"}
+    assert page.evaluate("document.querySelectorAll('#s-0 svg polyline').length") == 4
     html = real[0].read_text(encoding="utf-8")
     assert "http://" not in html.split("<main>", 1)[0] and "<link" not in html and " src=" not in html
 

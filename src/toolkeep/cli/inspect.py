@@ -24,14 +24,14 @@ from .replay import _document, replay_options, start_run
     help="The HTML file to write (one file).",
 )
 def inspect(output: str, quiet: bool, config: Config, **inputs: Any) -> None:
-    """Replay recorded sessions as ``toolkeep replay`` does and write one self-contained HTML page.
+    """Replay recorded sessions as toolkeep replay does and write one self-contained HTML page.
 
     For each session: a timeline of its requests (tokens sent with and without toolkeep, cache
     reads, cache writes, uncached input, cost); every result sent shorter than its original, how
     it entered and which form it moved to at which request and why, with what the model saw
     beside the original, one click apart; and the repairs made. Above them: totals, the sessions
     where toolkeep saved least, and the policy and prices used. Its figures are those of
-    ``toolkeep replay --json`` on the same inputs. The page needs no network: open it from disk.
+    toolkeep replay --json on the same inputs. The page needs no network: open it from disk.
     """
     from ..inspector import SessionTrace, render
 

@@ -377,7 +377,7 @@ def _timeline(rows: Sequence[Sequence[Any]]) -> str:
     for column, color in ((9, "#9cc3f0"), (10, "#f2b46d"), (11, "#d97a7a")):
         upper = [b + r[column] for b, r in zip(base, rows, strict=True)]
         points = _xy(rows, upper, top, height) + list(reversed(_xy(rows, base, top, height)))
-        parts.append(f'<polygon points="{" ".join(points)}" fill="{color}" fill-opacity=0.75 stroke=none/>')
+        parts.append(f'<polygon points="{" ".join(points)}" fill="{color}" fill-opacity=0.75 stroke="none"/>')
         base = upper
     parts.append(
         f'<polyline points="{" ".join(_xy(rows, [r[2] for r in rows], top, height))}" fill=none '
@@ -385,7 +385,7 @@ def _timeline(rows: Sequence[Sequence[Any]]) -> str:
     )
     parts.append(
         f'<polyline points="{" ".join(_xy(rows, [r[8] for r in rows], top, height))}" fill=none '
-        'stroke="#1f5fbf" stroke-width=1.6/>'
+        'stroke="#1f5fbf" stroke-width="1.6"/>'
     )
     parts.append("</svg>")
     legend = (
@@ -407,7 +407,7 @@ def _costs(rows: Sequence[Sequence[Any]]) -> str:
     for column, style in ((6, 'stroke="#8a93a6" stroke-dasharray="5 3"'), (12, 'stroke="#1f5fbf"')):
         parts.append(
             f'<polyline points="{" ".join(_xy(rows, [r[column] for r in rows], top, height))}" fill=none '
-            f"{style} stroke-width=1.5/>"
+            f'{style} stroke-width="1.5"/>'
         )
     parts.append("</svg>")
     return "".join(parts)
