@@ -94,11 +94,13 @@ class SessionTrace:
             return
         sent: dict[str, str] | None = None
         for cut in new:
-            self._cuts_seen[cut.id] = (cut.kind, cut.chars_after)
             text = self._text_at(trace.prepared, cut)
             if text is None:  # not at its input index (a repair moved messages): look everywhere
                 sent = sent if sent is not None else self._texts(trace.prepared)
                 text = sent.get(cut.id)
+            if text is not None and len(text) == cut.chars_before:
+                continue  # sent whole all the same (the proxy keeps the last turn whole): not yet
+            self._cuts_seen[cut.id] = (cut.kind, cut.chars_after)
             self._move(cut, trace.number, text)
 
     def _move(self, cut: Cut, request: int, text: str | None) -> None:
@@ -123,6 +125,10 @@ class SessionTrace:
         # the size of what was sent (a later step may send another form than the cut's own)
         chars = len(text) if text is not None else cut.chars_after
         life.moves.append(Move(request, cut.kind, chars, cut.reason, index))
+
+    def forget_history(self) -> None:
+        """Read originals from ``recorded`` again (a live conversation's history has grown)."""
+        self._history = None
 
     def _text_at(self, prepared: list[Any], cut: Cut) -> str | None:
         """The text sent for ``cut``'s result, when the message at its input index holds it."""
