@@ -146,7 +146,19 @@ class SessionTrace:
         return out
 
     def _original(self, cut: Cut) -> tuple[str | None, str]:
-        """The recorded text of the result ``cut`` shortened, and its tool's name."""
+        """The recorded text of the result ``cut`` shortened, and its tool's name: read from the
+        message at its index (and its call from the one before), else from the whole history."""
+        messages = self.recorded.messages
+        if 0 < cut.index < len(messages):
+            pair = self.format.load(messages[cut.index - 1 : cut.index + 1])
+            results = (
+                [p for p in pair[-1].parts if isinstance(p, ToolResultPart) and p.call_id == cut.id]
+                if pair
+                else []
+            )
+            if results:
+                calls = [p for m in pair for p in m.parts if isinstance(p, ToolCallPart) and p.id == cut.id]
+                return results[0].full_text, results[0].name or (calls[0].name if calls else "")
         history = self._history
         if history is None:
             history = self._history = self.format.load(self.recorded.messages)
