@@ -45,11 +45,23 @@ def test_the_price_list_prices_both_sides(pricing: str, tmp_path: Path) -> None:
     assert session["policy"] == "economy" and session["pricing"]["cache_read"] == read
 
 
-def test_without_a_list_every_session_is_priced_at_the_default(tmp_path: Path) -> None:
+def test_without_a_list_each_session_is_priced_at_its_agents_provider(tmp_path: Path) -> None:
+    """Codex runs on OpenAI, Gemini CLI on Gemini, Claude Code on Anthropic: each log is priced so,
+    and says where its list came from; a history in a provider format gets that format's list."""
     out = run(str(FIXTURES), "--json", "--tokens", "chars", cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     doc = json.loads(out.stdout)
-    assert {s["pricing"]["name"] for s in doc["sessions"]} == {"anthropic-5m"}
+    by_format = {(s["format"], s["pricing"]["name"], s["pricing_source"]) for s in doc["sessions"]}
+    assert ("codex", "openai", "log format") in by_format
+    assert ("gemini-cli", "gemini", "log format") in by_format
+    assert ("claude-code", "anthropic-5m", "log format") in by_format
+    assert ("openai-chat", "openai", "history format") in by_format
+    assert {name for f, name, _ in by_format if f == "codex"} == {"openai"}
+    given = json.loads(
+        run(str(FIXTURES), "--json", "--tokens", "chars", "--pricing", "deepseek", cwd=tmp_path).stdout
+    )
+    assert {(s["pricing"]["name"], s["pricing_source"]) for s in given["sessions"]} == {("deepseek", "given")}
+    assert given["cost_model"]["pricing"] == "deepseek"
 
 
 def test_the_table_names_policy_and_pricing(tmp_path: Path) -> None:

@@ -38,7 +38,8 @@ CUT_KINDS = ("capped", "persisted", "truncated", "summarized")
 @dataclass(frozen=True, slots=True)
 class Cut:
     """One result shortened: how, its call id, the input message index, its size before and
-    after (chars) and the archive key of its original (``None`` when nothing was archived)."""
+    after (chars), the archive key of its original (``None`` when nothing was archived) and why
+    the policy cut it then (a sentence for people; empty where the step does not say)."""
 
     kind: str
     id: str
@@ -46,6 +47,7 @@ class Cut:
     chars_before: int
     chars_after: int
     key: str | None
+    reason: str = ""
 
 
 @dataclass(slots=True)
@@ -75,11 +77,11 @@ class Report:
     tokens_after: int | None = None
     """With ``Config.max_request_tokens``: its tokens as sent, within the budget."""
 
-    def add_cut(self, kind: str, part: Any, index: int, before: str) -> None:
+    def add_cut(self, kind: str, part: Any, index: int, before: str, reason: str = "") -> None:
         """Count one cut of ``kind`` (one of :data:`CUT_KINDS`): ``part`` is the shortened
-        result (a ``ToolResultPart``), ``before`` its text before the cut."""
+        result (a ``ToolResultPart``), ``before`` its text before the cut, ``reason`` why."""
         setattr(self, kind, getattr(self, kind) + 1)
-        self.cuts.append(Cut(kind, part.call_id, index, len(before), len(part.text), part.key))
+        self.cuts.append(Cut(kind, part.call_id, index, len(before), len(part.text), part.key, reason))
 
     def add_repair(self, kind: str, call_id: str, index: int, detail: str = "") -> None:
         self.repairs.append(Repair(kind, call_id, index, detail))

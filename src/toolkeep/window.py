@@ -338,6 +338,7 @@ def bound(
             raise RequestTooLargeError(tokens=before, floor=total, limit=limit, unit=_unit(counter))
     where = state.locate(inputs) if cuts else {}
     report, rebuilt = ctx.report, state.rebuilt
+    reason = f"request budget: {before:,} {_unit(counter)} over max_request_tokens {limit:,}"
     for i in sorted(cuts):
         m = final[i]
         entry = rebuilt.get(id(m))
@@ -347,7 +348,7 @@ def bound(
         index = n if 0 <= n < len(inputs) and inputs[n] is m.raw else i
         for cut, before_text in entry[4]:
             report.cuts.append(
-                Cut("summarized", cut.call_id, index, len(before_text), len(cut.text), cut.key)
+                Cut("summarized", cut.call_id, index, len(before_text), len(cut.text), cut.key, reason)
             )
             report.chars_after -= len(before_text) - len(cut.text)
             report.summarized += 1

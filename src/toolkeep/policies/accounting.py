@@ -44,6 +44,8 @@ class Item:
     """What the item was made of (it is taken again while that is unchanged)."""
     names: frozenset[str] | None = None
     """The names its original shows (a result's; ``previews.names_of``, once asked for)."""
+    reason: str = ""
+    """Why it last moved to a shorter tier (the report's cuts carry it; no part of any form)."""
 
 
 @dataclass(slots=True)

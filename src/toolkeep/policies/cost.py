@@ -35,6 +35,8 @@ class Decision:
     """Due moves were found and none was made: the savings could not pay for their rewrite."""
     lean: bool = False
     """The moves are to lean summaries."""
+    reason: str = ""
+    """Why the moves were made, for people (the report's cuts carry it)."""
 
 
 class CostModel:
@@ -98,20 +100,29 @@ class CostModel:
             if want > item.tier:
                 pending.append((item, want))
         if not pending or not e.batch or expired:
-            return Decision(pending)
+            why = (
+                f"the cache had expired (older than the {pricing.ttl_seconds:g} s TTL): rewriting cost nothing"
+                if expired
+                else "due by age (batching is off)"
+            )
+            return Decision(pending, reason=why)
         # choose where the rewrite starts: the moves from the newest back to the one that
         # maximizes saving minus rewrite cost; a later start rewrites less but frees less
         pending.sort(key=lambda move: move[0].message, reverse=True)
         best, blocked = self._best(pending, chars, requests, cached, ctx, allowance, pricing)
         if best or not blocked:
-            return Decision(pending[:best])
+            return Decision(pending[:best], reason=self._paid(pending[:best], ctx, requests, pricing))
         if e.lean and (leaned or stalled >= e.lean_after):
             # the same moves to the lean summaries, which cost nothing for a result alone in
             # its message
             lean = [(item, LEAN if want == 2 and item.kind is not None else want) for item, want in pending]
             best, _ = self._best(lean, chars, requests, cached, ctx, allowance, pricing)
             if best:
-                return Decision(lean[:best], lean=True)
+                why = (
+                    f"lean summaries: after {stalled} request(s) where the savings could not pay for "
+                    "the rewrite, the moves went to forms that cost nothing to rewrite"
+                )
+                return Decision(lean[:best], lean=True, reason=why)
         if not e.lean_tail or stalled < e.min_horizon:
             return Decision([], blocked=True)
         # still blocked: the messages the rewrite passes are what make it cost. When among them
@@ -135,8 +146,27 @@ class CostModel:
             batch.sort(key=lambda move: move[0].message, reverse=True)
             best, _ = self._best(batch, chars, requests, cached, ctx, allowance, pricing)
             if best == len(batch):
-                return Decision(batch)
+                why = (
+                    f"blocked for {stalled} requests: the due moves went with {len(held)} held read(s) "
+                    f"to {'summaries' if tier == 2 else 'one-line stubs'}, which cost nothing to rewrite"
+                )
+                return Decision(batch, reason=why)
         return Decision([], blocked=True)
+
+    def _paid(self, moves: list[tuple[Item, int]], ctx: StepContext, requests: int, pricing: Pricing) -> str:
+        """Why a batch that paid was made: what it freed, over how many requests to come."""
+        if not moves:
+            return ""
+        e = self.economy
+        size = self.forms.size
+        freed = sum(size(item, item.tier, ctx) - size(item, want, ctx) for item, want in moves)
+        horizon = max(e.min_horizon, int(requests * e.horizon_share)) + 1
+        return (
+            f"batch of {len(moves)} due by age at request {requests + 1}: it frees ~{freed / e.chars_per_token:,.0f} "
+            f"tokens, read at {pricing.cache_read:g}x by ~{horizon} requests to come, which pays for "
+            f"rewriting the prompt after message {min(item.message for item, _ in moves)} at "
+            f"{pricing.cache_write:g}x ({pricing.name})"
+        )
 
     def _best(
         self,

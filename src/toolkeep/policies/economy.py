@@ -91,6 +91,8 @@ class EconomyPlan:
         """Items of the messages after the last assistant message: decided on the side."""
         self.side: dict[int, int] = {}
         """Tier moves decided for the request being prepared, by ``id(item)``."""
+        self.side_reasons: dict[int, str] = {}
+        """Why each of ``side`` was decided, by ``id(item)``."""
         self.side_messages: set[int] = set()
         self.reuse: dict[tuple[int, int], Item] = {}
         """The last trailing items by place, with what they were made of: a trailing item
@@ -177,6 +179,8 @@ class EconomyPlan:
                 leaned=fold.leaned,
             )
             moves = decision.moves
+            for item, _ in moves:
+                item.reason = _why(decision.reason, item, n)
             fold.stalled = fold.stalled + 1 if decision.blocked else 0
             fold.leaned = fold.leaned or decision.lean
             freed = [size(item, item.tier, ctx) - size(item, want, ctx) for item, want in moves]
@@ -201,7 +205,7 @@ class EconomyPlan:
         kept = len(chars)
         grow_chars(chars, flat, len(flat), ctx.format)
         try:
-            moves = self.cost.decide(
+            decision = self.cost.decide(
                 active,
                 chars,
                 len(assistants),
@@ -213,9 +217,14 @@ class EconomyPlan:
                 expired=expiry is not None and expiry.current(len(assistants)),
                 stalled=fold.stalled,
                 leaned=fold.leaned,
-            ).moves
+            )
         finally:
             del chars[kept:]
+        moves = decision.moves
+        self.side_reasons = {
+            id(item): _why(decision.reason, item, len(assistants), id(item) in superseded)
+            for item, _ in moves
+        }
         side_messages = {item.message for item, _ in moves}
         touched = moved | side_messages | self.side_messages
         self.side = {id(item): want for item, want in moves}
@@ -243,7 +252,10 @@ class EconomyPlan:
                 cut = current.with_text(form, key=item.obj.key)  # type: ignore[union-attr]
                 if tier >= 1:
                     kind = "summarized" if tier >= 2 else "truncated"
-                    ctx.report.add_cut(kind, cut, ctx.index_offset + item.message - start, current.text)
+                    why = (
+                        self.side_reasons.get(id(item), item.reason) if id(item) in self.side else item.reason
+                    )
+                    ctx.report.add_cut(kind, cut, ctx.index_offset + item.message - start, current.text, why)
                 new: Part = cut
             elif isinstance(current, ToolCallPart):
                 new = current.with_arguments(form)
@@ -338,6 +350,14 @@ class EconomyPlan:
         reads[target] = item
         if older is not None:
             older.superseded = True
+
+
+def _why(reason: str, item: Item, requests: int, superseded: bool = False) -> str:
+    """``reason`` for one item's move at the ``requests``-th request, with what made it due."""
+    age = requests - 1 - item.block
+    due = "the same file was read again" if superseded or item.superseded else f"age {age}"
+    what = "input" if item.kind is None else f"{item.kind}{' (failure)' if item.failure else ''}"
+    return f"{what}, {due}: {reason}" if reason else f"{what}, {due}"
 
 
 def _names(item: Item) -> frozenset[str]:

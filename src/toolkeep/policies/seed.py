@@ -86,7 +86,8 @@ class SeedMicrocompactor(Step):
                 continue
             updates[(slot.message, slot.part)] = new
             kind = "summarized" if new.text.startswith("[Old tool result cleared") else "truncated"
-            ctx.report.add_cut(kind, new, ctx.index_offset + slot.message, p.text)
+            reason = f"age {slot.age}: cut from age {self.truncate_turns}"
+            ctx.report.add_cut(kind, new, ctx.index_offset + slot.message, p.text, reason)
         return replace_results(history, updates, ctx.memo)
 
     def _cut(self, p: ToolResultPart, age: int, ctx: StepContext) -> ToolResultPart | None:

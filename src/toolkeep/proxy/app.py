@@ -20,7 +20,7 @@ import anyio
 import httpx
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
@@ -93,6 +93,17 @@ def create_app(
     async def stats(request: Request) -> Response:
         return JSONResponse(preparer.totals.to_dict(preparer.conversations))
 
+    async def conversations(request: Request) -> Response:
+        return HTMLResponse(preparer.records.index())
+
+    async def conversation(request: Request) -> Response:
+        page = await anyio.to_thread.run_sync(preparer.records.page, request.path_params["key"])
+        if page is None:
+            return HTMLResponse(
+                "<!doctype html><title>not found</title>no such conversation", status_code=404
+            )
+        return HTMLResponse(page)
+
     async def forward(request: Request) -> Response:
         started = time.perf_counter()
         path = request.url.path
@@ -114,8 +125,8 @@ def create_app(
             http, _upstream_request(http, request, url, body), request, outcome, started, preparer
         )
 
-    conversations = preparer.conversations
-    mcp = create_http_endpoint(conversations.store, conversations.workspace, conversations.config)
+    table = preparer.conversations
+    mcp = create_http_endpoint(table.store, table.workspace, table.config)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -128,6 +139,8 @@ def create_app(
     routes = [
         Route("/toolkeep/stats", stats, methods=["GET"]),
         *mcp.routes(MCP_PATH),  # the way back for agents anywhere; never forwarded
+        Route("/toolkeep/", conversations, methods=["GET"]),  # the inspector (toolkeep.inspector.live)
+        Route("/toolkeep/c/{key}", conversation, methods=["GET"]),
         Route("/{path:path}", forward, methods=["GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "HEAD"]),
     ]
     app = Starlette(routes=routes, lifespan=lifespan)

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..formats import get_format
+from ..inspector.live import LiveRecords
 from ..jsonnumbers import Number, parse_float, refuse_constant
 from ..pricing import Pricing, resolve_pricing
 from ..replay.cost import request_cost, request_segments, serialize_message
@@ -148,6 +149,8 @@ class Preparer:
         self.conversations = conversations
         self.totals = Totals()
         self._prices: dict[str, Pricing] = {}
+        self.records = LiveRecords(conversations.config.policy, _COUNTER.unit)
+        """Each conversation's requests, for the inspector's pages (``GET /toolkeep/``)."""
 
     def prepare(self, route: str, body: bytes) -> Outcome:
         """The body to send upstream for ``body``, never raising (see the module docstring)."""
@@ -207,6 +210,9 @@ class Preparer:
             managed = request_cost(conversation.previous.get("managed"), after, _COUNTER, pricing)
             conversation.previous = {"unmanaged": before, "managed": after}
             conversation.requests += 1
+            self.records.record(
+                conversation.key, route, pricing, unmanaged, managed, report, history, out_history
+            )
         out = (
             _document(prepared, request.key, out_texts).encode("utf-8", "surrogatepass") if changed else body
         )

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from .cost import CACHE_READ, CACHE_WRITE, RequestCost, request_cost
 from .importers import LOG_IMPORTERS, RecordedSession, format_names, iter_log_files, load_sessions
-from .replay import ReplayResult, Side, combine, replay_session, request_ends
+from .replay import ReplayResult, RequestTrace, Side, combine, replay_session, request_ends, session_pricing
 from .tokens import TokenCounter, get_counter
 
 __all__ = [
@@ -24,6 +24,7 @@ __all__ = [
     "RecordedSession",
     "ReplayResult",
     "RequestCost",
+    "RequestTrace",
     "Side",
     "TokenCounter",
     "combine",
@@ -34,4 +35,5 @@ __all__ = [
     "replay_session",
     "request_cost",
     "request_ends",
+    "session_pricing",
 ]

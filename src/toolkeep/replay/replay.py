@@ -26,7 +26,17 @@ from .cost import CLOSING, RequestCost, opening_segment, request_cost, serialize
 from .importers import RecordedSession
 from .tokens import TokenCounter
 
-__all__ = ["RESULT_COUNTS", "ReplayResult", "Side", "combine", "ratios", "replay_session", "request_ends"]
+__all__ = [
+    "RESULT_COUNTS",
+    "ReplayResult",
+    "RequestTrace",
+    "Side",
+    "combine",
+    "ratios",
+    "replay_session",
+    "request_ends",
+    "session_pricing",
+]
 
 RESULT_COUNTS = ("total", "capped", "persisted", "truncated", "summarized", "preserved")
 """The report counts a replay gives for the tool results of its last request."""
@@ -119,6 +129,9 @@ class ReplayResult:
     """The policy the session ran."""
     pricing: Pricing | None = None
     """The price list both sides were priced with (and the policy decided with)."""
+    pricing_source: str = ""
+    """Where that list came from: ``given`` (the config's), ``log format`` (the agent's provider,
+    :attr:`RecordedSession.pricing`) or ``history format`` (what the history's format suggests)."""
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form ``toolkeep replay --json`` prints for a session."""
@@ -130,6 +143,7 @@ class ReplayResult:
             "messages": self.messages,
             "policy": self.policy,
             "pricing": self.pricing.to_dict() if self.pricing is not None else None,
+            "pricing_source": self.pricing_source,
             "without": self.without.to_dict(),
             "with": self.with_.to_dict(),
             "ratios": ratios(self.without, self.with_),
@@ -156,6 +170,35 @@ def ratios(without: Side, with_: Side) -> dict[str, float | None]:
         "peak_tokens": ratio(with_.peak_tokens, without.peak_tokens),
         "cost": ratio(with_.cost, without.cost),
     }
+
+
+@dataclass(frozen=True, slots=True)
+class RequestTrace:
+    """One request of a replay, as ``replay_session``'s ``on_request`` is given it."""
+
+    number: int
+    """1 for the first request."""
+    end: int
+    """The request is ``recorded.messages[:end]``."""
+    without: RequestCost
+    with_: RequestCost
+    report: Report
+    """toolkeep's report on the request: its repairs and cuts are the whole request's."""
+    prepared: list[Any]
+    """The messages toolkeep sends (provider format; read-only)."""
+
+
+def session_pricing(recorded: RecordedSession, config: Config) -> tuple[Config, Pricing, str]:
+    """The config a replay of ``recorded`` runs with, its price list and where that came from:
+    the config's when it names one, else the agent's provider's (the log format's), else what the
+    history's format suggests."""
+    fmt = get_format(recorded.api_format)
+    if config.pricing is not None:
+        return config, resolve_pricing(config.pricing, fmt), "given"
+    if recorded.pricing is not None:
+        config = config.replace(pricing=recorded.pricing)
+        return config, resolve_pricing(config.pricing, fmt), "log format"
+    return config, resolve_pricing(None, fmt), "history format"
 
 
 def request_ends(recorded: RecordedSession) -> list[int]:
@@ -194,17 +237,18 @@ def replay_session(
     config: Config | None = None,
     timing: bool = False,
     on_turn: Callable[[int, int], None] | None = None,
+    on_request: Callable[[RequestTrace], None] | None = None,
 ) -> ReplayResult:
     """Replay ``recorded`` through one :class:`~toolkeep.Session` and measure both sides.
 
-    ``on_turn(done, total)`` is called after each request (for a progress bar). With ``timing``
+    ``on_turn(done, total)`` is called after each request (for a progress bar), and
+    ``on_request`` with the request's :class:`RequestTrace` (for the inspector). With ``timing``
     the time of ``json.dumps`` on each recorded request is measured too, as a yardstick. Both
-    sides are priced with the config's price list, else the one the session's format suggests
-    (:func:`toolkeep.pricing.resolve_pricing`). Every request is prepared at the same clock
+    sides are priced, and the policy decides, with the config's price list, else the agent's
+    provider's (:func:`session_pricing`). Every request is prepared at the same clock
     reading (cache lifetimes are not modelled), so a replay gives the same figures every time.
     """
-    config = config if config is not None else Config()
-    pricing = resolve_pricing(config.pricing, get_format(recorded.api_format))
+    config, pricing, pricing_source = session_pricing(recorded, config if config is not None else Config())
     ends = request_ends(recorded)
     messages = recorded.messages
     without, with_ = Side(), Side()
@@ -229,9 +273,13 @@ def replay_session(
             repairs.update((r.kind, r.id) for r in report.repairs)
             raw = raw_ser.segments(request)
             kept = kept_ser.segments(prepared)
-            without.add(request_cost(prev_raw, raw, counter, pricing))
-            with_.add(request_cost(prev_kept, kept, counter, pricing))
+            cost_without = request_cost(prev_raw, raw, counter, pricing)
+            cost_with = request_cost(prev_kept, kept, counter, pricing)
+            without.add(cost_without)
+            with_.add(cost_with)
             prev_raw, prev_kept = raw, kept
+            if on_request is not None:
+                on_request(RequestTrace(done, end, cost_without, cost_with, report, prepared))
             if on_turn is not None:
                 on_turn(done, len(ends))
         if ends:
@@ -253,6 +301,7 @@ def replay_session(
         notes=dict(recorded.notes),
         policy=config.policy,
         pricing=pricing,
+        pricing_source=pricing_source,
     )
 
 

@@ -72,7 +72,9 @@ class ResultBudget(Step):
             if len(p.text) > (self.limit_for(p.name) if self.limits else self.max_result_chars):
                 new = self.memo_preview(p, ctx)
                 if new is not None:
-                    ctx.report.add_cut("persisted", new, ctx.index_offset + slot.message, p.text)
+                    limit = self.limit_for(p.name) if self.limits else self.max_result_chars
+                    reason = f"result budget: over {limit:,} chars for one result"
+                    ctx.report.add_cut("persisted", new, ctx.index_offset + slot.message, p.text, reason)
                     updates[(slot.message, slot.part)] = p = new
             totals[slot.block] += len(p.text)
         for block, slots in turns.items():
@@ -101,7 +103,8 @@ class ResultBudget(Step):
             if new is None or new.text == before.text:
                 continue
             updates[(slot.message, slot.part)] = new
-            ctx.report.add_cut("persisted", new, ctx.index_offset + slot.message, before.text)
+            reason = f"turn budget: the turn's results held {total:,} chars, over {self.turn_budget_chars:,}"
+            ctx.report.add_cut("persisted", new, ctx.index_offset + slot.message, before.text, reason)
             total -= len(before.text) - len(new.text)
             if total <= self.turn_budget_chars:
                 return

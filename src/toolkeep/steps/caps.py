@@ -111,5 +111,8 @@ class ToolCaps(Step):
             new = ctx.remembered("caps", p, self.cut, p, ctx)
             if new is not None:
                 updates[(slot.message, slot.part)] = new
-                ctx.report.add_cut("capped", new, ctx.index_offset + slot.message, p.text)
+                reason = (
+                    f"over the per-tool cap of {self.cap_for(p.name):,} chars ({p.name or 'unnamed tool'})"
+                )
+                ctx.report.add_cut("capped", new, ctx.index_offset + slot.message, p.text, reason)
         return replace_results(history, updates, ctx.memo)

@@ -127,5 +127,6 @@ class Microcompactor(Step):
                 continue
             updates[(slot.message, slot.part)] = new
             kind = "summarized" if slot.age >= self.summarize_turns else "truncated"
-            ctx.report.add_cut(kind, new, ctx.index_offset + slot.message, p.text)
+            reason = f"age {slot.age}: head+tail from age {self.truncate_turns}, summary from {self.summarize_turns}"
+            ctx.report.add_cut(kind, new, ctx.index_offset + slot.message, p.text, reason)
         return replace_results(history, updates, ctx.memo)

@@ -9,6 +9,7 @@ Detection tries the log formats in that order, then the provider formats of
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -112,7 +113,10 @@ def load_sessions(path: str | Path, format: str = "auto") -> list[RecordedSessio
     importer = detect_importer(doc) if format == "auto" else get_importer(format)
     if format != "auto" and not importer.detect(doc):
         raise FormatError(f"{path}: does not look like {format}")
-    return importer.load(doc)
+    sessions = importer.load(doc)
+    if importer.pricing is None:
+        return sessions
+    return [s if s.pricing else dataclasses.replace(s, pricing=importer.pricing) for s in sessions]
 
 
 def iter_log_files(paths: Iterable[str | Path]) -> Iterator[tuple[Path, bool]]:

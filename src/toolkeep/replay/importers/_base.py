@@ -65,6 +65,9 @@ class RecordedSession:
     """The system prompt when the log records it; it is part of every request of the session."""
     notes: dict[str, int] = field(default_factory=dict)
     """Import counts worth a mention (e.g. ``orphan_results`` kept as user text)."""
+    pricing: str | None = None
+    """The price list of the agent that wrote the log (a preset name), when its log format says
+    which provider it ran on; ``None``: the one ``api_format`` suggests."""
 
 
 class Importer(ABC):
@@ -72,6 +75,9 @@ class Importer(ABC):
 
     name: ClassVar[str]
     description: ClassVar[str]
+    pricing: ClassVar[str | None] = None
+    """The price-list preset of the provider the agent runs on, when the log format implies one
+    (a Codex rollout: ``openai``); ``None`` when agents of this format run on any provider."""
 
     @abstractmethod
     def detect(self, doc: Document) -> bool:

@@ -31,6 +31,7 @@ class ClaudeCodeImporter(Importer):
     """Claude Code's own project JSONL."""
 
     name = "claude-code"
+    pricing = "anthropic-5m"
     description = "Claude Code project JSONL (~/.claude/projects/*/*.jsonl)"
 
     def detect(self, doc: Document) -> bool:
@@ -96,6 +97,7 @@ class EngramImporter(Importer):
     """Claude Code sessions as exported by Engram (one content block per line)."""
 
     name = "engram"
+    pricing = "anthropic-5m"
     description = "Claude Code sessions exported by Engram (JSONL of {role, content: {type}})"
 
     def detect(self, doc: Document) -> bool:

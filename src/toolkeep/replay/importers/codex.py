@@ -41,6 +41,7 @@ class CodexImporter(Importer):
     """Codex CLI rollout JSONL."""
 
     name = "codex"
+    pricing = "openai"
     description = "Codex CLI rollout JSONL (~/.codex/sessions/**/rollout-*.jsonl)"
 
     def detect(self, doc: Document) -> bool:

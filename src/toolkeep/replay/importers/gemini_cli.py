@@ -22,6 +22,7 @@ class GeminiCLIImporter(Importer):
     """Gemini CLI stream-json transcripts."""
 
     name = "gemini-cli"
+    pricing = "gemini"
     description = "Gemini CLI stream-json transcript (JSONL of init/message/tool_use/tool_result)"
 
     def detect(self, doc: Document) -> bool:
