@@ -282,18 +282,27 @@ def _error_body(kind: str, message: str) -> bytes:
     return json.dumps({"type": "error", "error": {"type": kind, "message": message}}).encode()
 
 
-def _tool_names(tools: Any) -> list[str]:
-    """Every tool name a request declares (Gemini's inside ``functionDeclarations``, Responses'
-    inside namespaces too)."""
+def _tool_names(tools: Any, namespace: str = "") -> list[str]:
+    """Every tool name a request declares (Gemini's inside ``functionDeclarations``); a tool in a
+    Responses namespace (Codex: ``mcp__toolkeep``) as ``NAMESPACE/NAME``."""
     out: list[str] = []
     for tool in tools or []:
         if not isinstance(tool, dict):
             continue
-        if isinstance(tool.get("name"), str):
-            out.append(tool["name"])
-        for key in ("functionDeclarations", "function_declarations", "tools"):
-            out += _tool_names(tool.get(key))
+        name = tool.get("name")
+        if tool.get("type") == "namespace" and isinstance(name, str):
+            out += _tool_names(tool.get("tools"), name)
+            continue
+        if isinstance(name, str):
+            out.append(f"{namespace}/{name}" if namespace else name)
+        out += _tool_names(tool.get("functionDeclarations") or tool.get("function_declarations"))
     return out
+
+
+def _shown(tool: str) -> list[str]:
+    """The names a text may call ``tool`` by: a namespaced one as ``NAMESPACE__NAME`` or ``NAME``."""
+    namespace, _, name = tool.rpartition("/")
+    return [f"{namespace}__{name}", name] if namespace else [tool]
 
 
 def _recall_named(results: str, tools: list[str]) -> tuple[str, str] | None:
@@ -301,9 +310,12 @@ def _recall_named(results: str, tools: list[str]) -> tuple[str, str] | None:
     what a model reads out of the shortened text (a tool whose name says recall first)."""
     for text in results.split("\n"):
         keys = MARKER.findall(text)
-        named = sorted((t for t in tools if t and t in text), key=lambda t: ("recall" not in t, -len(t)))
+        named = sorted(
+            ((t, shown) for t in tools for shown in _shown(t) if shown in text),
+            key=lambda pair: ("recall" not in pair[1], -len(pair[1])),
+        )
         if keys and named:
-            return named[0], keys[0]
+            return named[0][0], keys[0]
     return None
 
 
@@ -487,11 +499,13 @@ def _response_item(step: tuple[str, Any], number: int) -> dict[str, Any]:
             "content": [{"type": "output_text", "text": value, "annotations": []}],
         }
     call_id, name, args = _call(step)
+    namespace, _, short = name.rpartition("/")
     return {
         "type": "function_call",
         "id": "fc_" + call_id,
         "call_id": call_id,
-        "name": name,
+        **({"namespace": namespace} if namespace else {}),
+        "name": short,
         "arguments": json.dumps(args),
         "status": "completed",
     }
