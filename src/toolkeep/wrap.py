@@ -261,6 +261,13 @@ def _gemini(proxy: str, token: str | None, args: Sequence[str], env: Mapping[str
     ``settings.json`` that is the user's plus toolkeep's server."""
     real = _gemini_home(env) / ".gemini"
     settings = _gemini_settings(real / "settings.json")
+    security = settings.get("security")
+    auth = security.get("auth") if isinstance(security, dict) else None
+    chosen = auth.get("selectedType") if isinstance(auth, dict) else None
+    if chosen not in (None, "gemini-api-key", "gateway"):  # the others never use the base URL
+        raise WrapError(
+            f"Gemini CLI's auth type is {chosen!r}: toolkeep wrap gemini needs gemini-api-key (GEMINI_API_KEY)"
+        )
     server: dict[str, Any] = {"httpUrl": _mcp_url(proxy), "trust": True}
     extra = {"GOOGLE_GEMINI_BASE_URL": proxy}
     if token is not None:
