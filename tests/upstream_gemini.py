@@ -12,11 +12,9 @@ from __future__ import annotations
 
 import itertools
 import json
-import threading
-from http.server import ThreadingHTTPServer
 from typing import Any
 
-from tests.upstream_server import Handler, Recorder
+from tests.upstream_server import Handler, ScriptedUpstream
 
 
 class GeminiHandler(Handler):
@@ -73,28 +71,8 @@ def response(model: str, text: str, size: int) -> dict[str, Any]:
     }
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-
-    def __init__(self) -> None:
-        super().__init__(("127.0.0.1", 0), GeminiHandler)
-        self.recorder = Recorder()
-        self.files: list[Any] = []
-
-
-class ScriptedGemini:
+class ScriptedGemini(ScriptedUpstream):
     """The scripted Gemini API in a thread of the test process: ``url``, ``requests()``, ``close()``."""
 
     def __init__(self) -> None:
-        self.server = _Server()
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    def requests(self) -> list[dict[str, Any]]:
-        with self.server.recorder.lock:
-            return list(self.server.recorder.requests)
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        super().__init__(handler=GeminiHandler)
