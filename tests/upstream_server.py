@@ -272,8 +272,10 @@ class Server(ThreadingHTTPServer):
 
     request_queue_size = 128
 
-    def __init__(self, port: int, files: list[Path], record: bool = True) -> None:
-        super().__init__(("127.0.0.1", port), Handler)
+    def __init__(
+        self, port: int, files: list[Path], record: bool = True, handler: type[Handler] = Handler
+    ) -> None:
+        super().__init__(("127.0.0.1", port), handler)
         self.recorder = Recorder(record)
         self.files = files
 
@@ -663,8 +665,8 @@ def _events(kind: str, model: str, step: tuple[str, Any], size: int, number: int
 class ScriptedUpstream:
     """The server in a thread of the test process: ``url``, ``requests()``, ``close()``."""
 
-    def __init__(self, files: list[Path] | None = None) -> None:
-        self.server = Server(0, files or [])
+    def __init__(self, files: list[Path] | None = None, handler: type[Handler] = Handler) -> None:
+        self.server = Server(0, files or [], handler=handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.thread.start()
