@@ -310,7 +310,7 @@ def test_claude_attached_to_a_proxy_it_cannot_see_into_recalls_over_mcp(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> None:
     """The proxy runs in a mount namespace of its own with a tmpfs over its workspace's
-    directory: what it saves there, the agent (outside) cannot open. ``--no-agent-files`` tells
+    directory: what it saves there, the agent (outside) cannot open. ``--remote-agents`` tells
     it so, and the shortened texts name only the recall tool."""
     if shutil.which("unshare") is None or os.geteuid() != 0:
         pytest.skip("needs unshare and root to give the proxy a mount namespace of its own")
@@ -323,7 +323,7 @@ def test_claude_attached_to_a_proxy_it_cannot_see_into_recalls_over_mcp(
             f"mount -t tmpfs toolkeep-hidden {hidden} &&",
             "exec",
             *TOOLKEEP,
-            "proxy --port 0 --no-agent-files",
+            "proxy --port 0 --remote-agents",
             f"--workspace {hidden}/workspace --anthropic-upstream {upstream.url}",
         ]
     )

@@ -192,7 +192,9 @@ class _PrivateProxy:
                 self._reader.join(5)
                 self.stop()
                 last = next((line for line in reversed(self.tail) if line.strip()), "no message")
-                raise WrapError(f"the proxy did not start: {last}")
+                last = last.removeprefix("toolkeep: error: ")
+                hint = " (the agent's arguments go after --)" if "No such option" in last else ""
+                raise WrapError(f"the proxy did not start: {last}{hint}")
 
     def _read(self) -> None:
         assert self.process.stderr is not None
