@@ -18,6 +18,7 @@ tests/test_proxy_agents.py); without npm the tests skip, in CI they fail.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -300,6 +301,45 @@ def test_a_signal_to_wrap_ends_the_agent_and_the_proxy(sig: int, tmp_path: Path)
         assert url is not None and port_closed(url.group(1))
         assert processes_naming(str(workspace)) == []
     finally:
+        upstream.close()
+
+
+@pytest.mark.skipif(
+    not os.path.exists("/proc/self"), reason="Linux: the proxy dies with wrap by PR_SET_PDEATHSIG"
+)
+def test_the_private_proxy_dies_with_a_killed_wrap(tmp_path: Path) -> None:
+    """SIGKILL leaves wrap no time to stop the proxy: the kernel stops it."""
+    upstream = ScriptedUpstream()
+    try:
+        workspace = tmp_path / "workspace"
+        log = tmp_path / "proxy.log"
+        env, _ = user_setup("claude", tmp_path, upstream.url)
+        command = [*TOOLKEEP, "wrap", "claude", "--workspace", str(workspace), "--proxy-log", str(log), "--"]
+        process = subprocess.Popen(
+            [*command, "-p", "hello", "--model", "slow"],
+            cwd=tmp_path,
+            env={**os.environ, **env},
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        deadline = time.monotonic() + 120
+        while not any(r["path"] == "/v1/messages" and '"slow"' in r["body"] for r in upstream.requests()):
+            assert process.poll() is None and time.monotonic() < deadline
+            time.sleep(0.05)
+        process.kill()
+        process.wait(60)
+        url = LISTENING.search(log.read_text())
+        assert url is not None
+        deadline = time.monotonic() + 60
+        while processes_naming(str(workspace)) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert processes_naming(str(workspace)) == []
+        assert port_closed(url.group(1))
+    finally:
+        with contextlib.suppress(ProcessLookupError):  # the agent, whom nobody stopped (its group is ours)
+            os.killpg(process.pid, signal.SIGKILL)
         upstream.close()
 
 
