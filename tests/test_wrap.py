@@ -36,7 +36,7 @@ class TestClaude:
         assert "--allowedTools=mcp__toolkeep__recall,mcp__toolkeep__read_result" in launch.args
         config = next(a for a in launch.args if a.startswith("--mcp-config="))
         servers = json.loads(Path(config.split("=", 1)[1]).read_text())["mcpServers"]
-        assert servers == {"toolkeep": {"type": "http", "url": PROXY + "/toolkeep/mcp"}}
+        assert servers == {"toolkeep": {"type": "http", "url": PROXY + "/toolkeep/mcp", "alwaysLoad": True}}
 
     def test_a_token_joins_the_users_own_headers(self, tmp_path: Path) -> None:
         env = {"ANTHROPIC_CUSTOM_HEADERS": "X-Team: blue"}
@@ -67,6 +67,7 @@ class TestCodex:
         assert launch.args[-2:] == ["exec", "hi"]
         assert _overrides(launch.args) == {
             "mcp_servers.toolkeep.url": PROXY + "/toolkeep/mcp",
+            "mcp_servers.toolkeep.required": True,
             "mcp_servers.toolkeep.default_tools_approval_mode": "approve",
             "mcp_servers.toolkeep.http_headers": {"X-Toolkeep-Token": "t"},
             "model_providers.gw.base_url": PROXY + "/v1",

@@ -27,6 +27,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -39,7 +40,7 @@ pytest.importorskip("uvicorn", reason="the proxy extra is not installed: pip ins
 
 from tests.test_proxy_agents import FILES, agent_binary
 from tests.upstream_proxy import TOOLKEEP
-from tests.upstream_server import ScriptedUpstream
+from tests.upstream_server import ScriptedUpstream, _tool_names
 from toolkeep.requests import validate_request
 
 FINISHED = f"done: read {FILES} files and recalled the cut text"
@@ -84,12 +85,21 @@ def make_files(project: Path) -> list[Path]:
     return paths
 
 
+USER_SERVER = {"command": sys.executable, "args": [str(Path(__file__).with_name("user_mcp_server.py"))]}
+"""The user's own MCP server (stdio), registered in their own configuration."""
+
+
 def user_setup(name: str, home: Path, upstream: str) -> tuple[dict[str, str], list[Path]]:
     """The user's own environment and configuration files for ``name``, pointed at ``upstream``
-    as a user of a gateway would; the files wrap must leave as they are."""
+    as a user of a gateway would, with an MCP server of their own; the files wrap must leave as
+    they are."""
     env = {"HOME": str(home), "PATH": f"{Path(agent_binary(name)).parent}{os.pathsep}{os.environ['PATH']}"}
     if name == "claude":
         (home / ".claude").mkdir()
+        # user-scoped MCP servers live in ~/.claude.json, which Claude Code rewrites itself
+        # (alwaysLoad: Claude Code waits for it: a Python MCP server takes seconds to start here)
+        server = dict(USER_SERVER, alwaysLoad=True)
+        (home / ".claude.json").write_text(json.dumps({"mcpServers": {"usertools": server}}))
         settings = home / ".claude" / "settings.json"
         settings.write_text(json.dumps({"permissions": {"deny": ["WebFetch"]}, "env": {"USER_OWN": "1"}}))
         env.update(
@@ -106,12 +116,17 @@ def user_setup(name: str, home: Path, upstream: str) -> tuple[dict[str, str], li
             'model = "scripted-model"\nmodel_provider = "scripted"\n\n'
             "[model_providers.scripted]\n"
             f'name = "scripted"\nbase_url = "{upstream}/v1"\nenv_key = "SCRIPTED_API_KEY"\nwire_api = "responses"\n'
+            f"\n[mcp_servers.usertools]\ncommand = {json.dumps(USER_SERVER['command'])}\n"
+            f"args = {json.dumps(USER_SERVER['args'])}\nrequired = true\n"  # (Codex waits for it)
         )
         env.update(SCRIPTED_API_KEY="sk-dummy")
         return env, [config]
     (home / ".gemini").mkdir()
     settings = home / ".gemini" / "settings.json"
-    settings.write_text(json.dumps({"security": {"auth": {"selectedType": "gemini-api-key"}}}))
+    # (trust: headless Gemini CLI offers the model no tool that would need asking)
+    server = dict(USER_SERVER, trust=True)
+    user = {"security": {"auth": {"selectedType": "gemini-api-key"}}, "mcpServers": {"usertools": server}}
+    settings.write_text(json.dumps(user))
     env.update(
         GEMINI_API_KEY="dummy-gemini-key", GEMINI_CLI_TRUST_WORKSPACE="true", GOOGLE_GEMINI_BASE_URL=upstream
     )
@@ -220,6 +235,12 @@ def test_results_were_shortened_and_the_cut_text_came_back_over_mcp(run: dict[st
     assert cut, "the shortened results cut no SENTINEL line"
     assert back, "the recall's answer holds none of the SENTINEL lines the shortened results had cut"
     assert "POST /toolkeep/mcp" in run["log"]
+
+
+def test_the_users_own_mcp_server_is_there_beside_toolkeeps(run: dict[str, Any]) -> None:
+    names = _tool_names(run["requests"][-1]["json"].get("tools"))
+    assert [n for n in names if "usertools" in n and "user_echo" in n], names
+    assert [n for n in names if "toolkeep" in n and "recall" in n], names
 
 
 def test_the_private_proxy_is_gone_afterwards(run: dict[str, Any]) -> None:

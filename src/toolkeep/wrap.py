@@ -12,8 +12,8 @@ temporary directory the caller removes afterwards.
 claude     ``ANTHROPIC_BASE_URL``, ``ANTHROPIC_CUSTOM_HEADERS``, ``--mcp-config FILE``,
            ``--allowedTools mcp__toolkeep__recall,mcp__toolkeep__read_result``
 codex      ``-c`` overrides: the active provider's ``base_url`` (or ``openai_base_url``) and
-           ``http_headers``, ``mcp_servers.toolkeep.url``, its
-           ``default_tools_approval_mode = "approve"``
+           ``http_headers``, ``mcp_servers.toolkeep.url``, ``.required = true`` and
+           ``.default_tools_approval_mode = "approve"``
 gemini     ``GOOGLE_GEMINI_BASE_URL``, ``GEMINI_CLI_CUSTOM_HEADERS``, and ``GEMINI_CLI_HOME``:
            a home of this run's own whose ``.gemini`` links to every entry of the user's but
            ``settings.json``, there the user's settings plus ``mcpServers.toolkeep`` with
@@ -98,7 +98,9 @@ def _origin(url: str, suffix: str = "") -> str:
 
 
 def _claude(proxy: str, token: str | None, args: Sequence[str], env: Mapping[str, str], tmp: Path) -> Launch:
-    server: dict[str, Any] = {"type": "http", "url": _mcp_url(proxy)}
+    # alwaysLoad: Claude Code waits for the server before the first request (others connect in
+    # the background, and a headless run may be over before they do)
+    server: dict[str, Any] = {"type": "http", "url": _mcp_url(proxy), "alwaysLoad": True}
     extra: dict[str, str] = {"ANTHROPIC_BASE_URL": proxy}
     if token is not None:
         server["headers"] = {TOKEN_HEADER: token}
@@ -205,7 +207,12 @@ def _codex_upstream(args: Sequence[str], env: Mapping[str, str]) -> str | None:
 def _codex(proxy: str, token: str | None, args: Sequence[str], env: Mapping[str, str], tmp: Path) -> Launch:
     name, own = _codex_provider(args, env)
     mcp = f"mcp_servers.{SERVER_NAME}"
-    overrides = [f"{mcp}.url={_toml(_mcp_url(proxy))}", f'{mcp}.default_tools_approval_mode="approve"']
+    # required: Codex waits for the server before the first request (and says so if it is down)
+    overrides = [
+        f"{mcp}.url={_toml(_mcp_url(proxy))}",
+        f"{mcp}.required=true",
+        f'{mcp}.default_tools_approval_mode="approve"',
+    ]
     if token is not None:
         overrides.append(f"{mcp}.http_headers={_toml({TOKEN_HEADER: token})}")
     if own is not None:  # a provider of the user's: its base URL and headers, for this run
