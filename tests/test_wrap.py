@@ -159,3 +159,31 @@ class TestGemini:
         (tmp_path / ".gemini" / "settings.json").write_text(text)
         with pytest.raises(WrapError):
             plan(AGENTS["gemini"], PROXY, None, [], {"HOME": str(tmp_path)}, tmp_path)
+
+
+def test_codexs_namespaced_recall_tool_is_the_one_a_shortened_text_names() -> None:
+    """Codex declares each MCP server's tools in a Responses ``namespace`` (``mcp__toolkeep``,
+    as its requests through wrap show): toolkeep's recall there is ``mcp__toolkeep__recall``."""
+    from toolkeep.formats import get_format
+    from toolkeep.recall import recall_tool_name, tool_specs
+
+    inner = [
+        {
+            "type": "function",
+            "name": s.name,
+            "description": s.description,
+            "strict": False,
+            "parameters": s.schema,
+        }
+        for s in tool_specs()
+    ]
+    request = {
+        "tools": [
+            {"type": "function", "name": "exec_command", "parameters": {"type": "object"}},
+            {"type": "namespace", "name": "mcp__toolkeep", "description": "Tools in it.", "tools": inner},
+            {"type": "namespace", "name": "broken", "tools": "not a list"},
+        ]
+    }
+    tools = get_format("openai-responses").request_tools(request)
+    assert [t.name for t in tools] == ["exec_command", "mcp__toolkeep__recall", "mcp__toolkeep__read_result"]
+    assert recall_tool_name(tools) == "mcp__toolkeep__recall"

@@ -185,7 +185,7 @@ def recalled(requests: list[dict[str, Any]]) -> tuple[set[str], set[str]]:
     answer = next(r for r in requests if "call_script_recall" in r["body"])
     before = requests[requests.index(answer) - 1]
     cut = {line for line in SENTINELS if line not in before["body"]}
-    back = answer["body"][answer["body"].rindex("call_script_recall") :]
+    back = answer["body"][answer["body"].index("call_script_recall") :]
     return cut, {line for line in cut if line in back}
 
 
@@ -234,7 +234,6 @@ def test_results_were_shortened_and_the_cut_text_came_back_over_mcp(run: dict[st
     cut, back = recalled(run["requests"])
     assert cut, "the shortened results cut no SENTINEL line"
     assert back, "the recall's answer holds none of the SENTINEL lines the shortened results had cut"
-    assert "POST /toolkeep/mcp" in run["log"]
 
 
 def test_the_users_own_mcp_server_is_there_beside_toolkeeps(run: dict[str, Any]) -> None:
@@ -405,7 +404,7 @@ def test_claude_attached_to_a_proxy_it_cannot_see_into_recalls_over_mcp(
         assert FINISHED in result.stdout, result.stdout[-2000:]
         assert list(hidden.iterdir()) == []  # what the agent's process sees of the workspace
         requests = model_requests(upstream, "/v1/messages")
-        assert "full output saved to" not in json.dumps([r["json"] for r in requests])
+        assert str(hidden) not in json.dumps([r["json"] for r in requests])  # no saved path named
         cut, back = recalled(requests)
         assert cut and back
     finally:

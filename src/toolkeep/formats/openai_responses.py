@@ -491,8 +491,10 @@ class OpenAIResponsesFormat(Format):
         the tools of each remote MCP server (``{"type": "mcp", "server_label", "server_url",
         "allowed_tools"}``, which the provider calls itself), each with :attr:`ToolSpec.server`
         set: one per allowed tool name, or one named ``""`` (any tool the server lists) when the
-        request does not narrow them. Built-in tools (``web_search``, ``file_search``, ...) and
-        custom tools are left out."""
+        request does not narrow them. The function tools of a ``namespace`` (Codex puts each MCP
+        server's tools in one, ``mcp__toolkeep``) are named ``NAMESPACE__NAME``, as Codex names an
+        MCP tool. Built-in tools (``web_search``, ``file_search``, ...) and custom tools are left
+        out."""
         found = []
         for t in mappings_in(request.get("tools")):
             kind = t.get("type")
@@ -500,6 +502,15 @@ class OpenAIResponsesFormat(Format):
                 spec = declared_tool(t.get("name"), t.get("description"), t.get("parameters"))
                 if spec is not None:
                     found.append(spec)
+            elif kind == "namespace" and isinstance(t.get("name"), str) and t["name"]:
+                for inner in mappings_in(t.get("tools")):
+                    name = inner.get("name")
+                    if inner.get("type") == "function" and isinstance(name, str) and name:
+                        spec = declared_tool(
+                            f"{t['name']}__{name}", inner.get("description"), inner.get("parameters")
+                        )
+                        if spec is not None:
+                            found.append(spec)
             elif kind == "mcp":
                 url, label = t.get("server_url"), t.get("server_label")
                 server = url if isinstance(url, str) and url else label if isinstance(label, str) else ""
