@@ -113,7 +113,9 @@ def user_setup(name: str, home: Path, upstream: str) -> tuple[dict[str, str], li
         (home / ".codex").mkdir()
         config = home / ".codex" / "config.toml"
         config.write_text(
-            'model = "scripted-model"\nmodel_provider = "scripted"\n\n'
+            # Codex cuts a command's output over 10,000 tokens itself, SENTINEL lines and all: the
+            # user lets it send them whole, for toolkeep to shorten and give back
+            'model = "scripted-model"\nmodel_provider = "scripted"\ntool_output_token_limit = 40000\n\n'
             "[model_providers.scripted]\n"
             f'name = "scripted"\nbase_url = "{upstream}/v1"\nenv_key = "SCRIPTED_API_KEY"\nwire_api = "responses"\n'
             f"\n[mcp_servers.usertools]\ncommand = {json.dumps(USER_SERVER['command'])}\n"
