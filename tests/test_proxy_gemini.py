@@ -109,11 +109,13 @@ def request(history: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def recorded(server: ScriptedGemini | ScriptedUpstream, path: str, timeout: float = 10.0) -> dict[str, Any]:
-    """The upstream's record of its last request to ``path``, once it has written its answer."""
+    """The upstream's record of its last request to ``path``, once it has written its answer
+    (the scripted upstream records the answers to POSTs)."""
     deadline = time.monotonic() + timeout
     while True:
         found = [r for r in server.requests() if r["path"] == path]
-        if found and (found[-1]["response"] is not None or time.monotonic() > deadline):
+        done = found and (found[-1]["response"] is not None or found[-1]["method"] != "POST")
+        if done or (found and time.monotonic() > deadline):
             return found[-1]
         if not found and time.monotonic() > deadline:
             raise AssertionError(f"the upstream got no request to {path}")

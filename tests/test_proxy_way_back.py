@@ -328,6 +328,7 @@ STRATEGIES = {
     "anthropic": agent_anthropic_histories(),
     "openai-chat": openai_chat_histories(),
     "openai-responses": responses_histories(),
+    "gemini": agent_anthropic_histories().map(lambda h: to_format(h, "gemini")),
 }
 
 
