@@ -169,6 +169,7 @@ def test_a_stream_reaches_the_client_byte_for_byte_with_its_query_as_it_came(
     entry = recorded(gemini, STREAM)
     assert got == base64.b64decode(entry["response"]) and len(got) > 3_000  # as the upstream sent it
     assert entry["query"] == query  # the query string as it came, the key in it too
+    assert KEY not in proxy.stderr()  # and never logged
     assert kind.startswith("text/event-stream")
     if "alt=sse" in query:
         assert got.count(b"data: ") == 30 and got.endswith(b"\r\n\r\n")
