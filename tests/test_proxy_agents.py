@@ -92,8 +92,9 @@ def big_files(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
     return paths
 
 
-def run_claude(binary: str, base_url: str, home: Path, project: Path) -> subprocess.CompletedProcess[str]:
-    env = {
+def claude_env(base_url: str, home: Path) -> dict[str, str]:
+    """Claude Code's environment: a home of its own, the scripted model at ``base_url``."""
+    return {
         **os.environ,
         "HOME": str(home),
         "ANTHROPIC_BASE_URL": base_url,
@@ -101,6 +102,10 @@ def run_claude(binary: str, base_url: str, home: Path, project: Path) -> subproc
         "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
         "DISABLE_AUTOUPDATER": "1",
     }
+
+
+def run_claude(binary: str, base_url: str, home: Path, project: Path) -> subprocess.CompletedProcess[str]:
+    env = claude_env(base_url, home)
     prompt = "Read the files the model asks for."
     command = [binary, "-p", prompt, "--allowedTools", "Read", "--output-format", "text"]
     return subprocess.run(command, cwd=project, env=env, capture_output=True, text=True, timeout=300)

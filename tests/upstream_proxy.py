@@ -19,12 +19,15 @@ LISTENING = re.compile(r"^listening on (http://\S+)$")
 
 
 class ProxyProcess:
-    """``toolkeep proxy --port 0 ARGS`` until :meth:`stop`; ``url`` once it listens."""
+    """``toolkeep proxy --port 0 ARGS`` until :meth:`stop`; ``url`` once it listens (``command``:
+    another serving command, ``mcp`` for ``toolkeep mcp --transport http``)."""
 
-    def __init__(self, *args: str, env: dict[str, str] | None = None, timeout: float = 60.0) -> None:
+    def __init__(
+        self, *args: str, env: dict[str, str] | None = None, timeout: float = 60.0, command: str = "proxy"
+    ) -> None:
         self.lines: list[str] = []
         self.process = subprocess.Popen(
-            [*TOOLKEEP, "proxy", "--port", "0", *args],
+            [*TOOLKEEP, *command.split(), "--port", "0", *args],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
             env={**os.environ, **(env or {})},

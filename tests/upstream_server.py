@@ -174,6 +174,9 @@ class Handler(BaseHTTPRequestHandler):
     def _agent_step(self, kind: str, request: dict[str, Any]) -> tuple[str, Any] | None:
         """The scripted agent's next action, from the request alone; None without its tools."""
         tools = [t.get("name") for t in request.get("tools") or [] if isinstance(t, dict)]
+        recall = next((t for t in tools if str(t).endswith("__recall")), None)
+        if recall is not None and (step := _recall_step(kind, request, recall)) is not None:
+            return step
         files = self.server.files
         if not files:
             return None
@@ -327,7 +330,22 @@ def _test_events(kind: str, n: int, size: int) -> list[bytes]:
     return [data[a:b] for a, b in itertools.pairwise(cuts)]
 
 
+def _recall_step(kind: str, request: dict[str, Any], recall: str) -> tuple[str, Any] | None:
+    """With toolkeep's recall among the tools (an MCP server's, ``mcp__toolkeep__recall``) and a
+    marker in the prompt: recall it once, then say so."""
+    history = request.get("messages") if kind == "anthropic" else request.get("input")
+    text = json.dumps(history)
+    key = re.search(r"recall <<ccr:([0-9a-f]{16})>>", text)
+    if key is None:
+        return None
+    if "call_script_recall" not in text:
+        return ("call", (recall, None, "call_script_recall", key[1]))
+    return ("text", "done: recalled the original")
+
+
 def _call_arguments(read: str | None, shell: str | None, path: str) -> tuple[str, dict[str, Any]]:
+    if read is not None and read.endswith("__recall"):
+        return read, {"key": path}
     if read is not None:
         return read, {"file_path": path}
     assert shell is not None

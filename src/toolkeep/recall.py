@@ -54,8 +54,8 @@ log = logging.getLogger("toolkeep")
 RECALL_TOOL = "recall"
 READ_TOOL = "read_result"
 MCP_PATH = "/toolkeep/mcp"
-"""The path at which ``toolkeep proxy`` serves toolkeep's MCP server (``recall`` and
-``read_result``)."""
+"""Where ``toolkeep proxy`` serves ``recall`` and ``read_result`` over MCP (streamable HTTP) on its
+own archive and workspace, for an agent on any machine to register (:mod:`toolkeep.mcp_server`)."""
 TOOL_FORMATS = tuple(FORMATS)
 """Formats :func:`tool_definitions` knows: every registered format."""
 

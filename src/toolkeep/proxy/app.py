@@ -26,11 +26,12 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
+from ..mcp_server import create_http_endpoint
 from ..recall import MCP_PATH
 from .prepare import Outcome, Preparer
 from .routes import DEFAULT_UPSTREAMS, prepared_route, provider_for
 
-__all__ = ["ANTHROPIC_UPSTREAM", "GEMINI_UPSTREAM", "OPENAI_UPSTREAM", "Upstreams", "create_app"]
+__all__ = ["ANTHROPIC_UPSTREAM", "GEMINI_UPSTREAM", "MCP_PATH", "OPENAI_UPSTREAM", "Upstreams", "create_app"]
 
 log = logging.getLogger("toolkeep.proxy")
 
@@ -110,15 +111,20 @@ def create_app(
             http, _upstream_request(http, request, url, body), request, outcome, started, preparer
         )
 
+    conversations = preparer.conversations
+    mcp = create_http_endpoint(conversations.store, conversations.workspace, conversations.config)
+
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        yield
+        async with mcp.lifespan():
+            yield
         await anyio.to_thread.run_sync(preparer.conversations.close)  # their pins go
         if owned:
             await http.aclose()
 
     routes = [
         Route("/toolkeep/stats", stats, methods=["GET"]),
+        *mcp.routes(MCP_PATH),  # the way back for agents anywhere; never forwarded
         Route("/{path:path}", forward, methods=["GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "HEAD"]),
     ]
     app = Starlette(routes=routes, lifespan=lifespan)

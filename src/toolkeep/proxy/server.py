@@ -25,6 +25,9 @@ class _Server(uvicorn.Server):
     stopped it (uvicorn would raise the signal again once shut down: a stop asked for is no
     failure)."""
 
+    path = ""
+    """What the line saying where it listens puts after the port."""
+
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         if self.should_exit and sig == signal.SIGINT:
             self.force_exit = True  # a second Ctrl-C: stop waiting for the streams in flight
@@ -37,12 +40,13 @@ class _Server(uvicorn.Server):
             return
         host, port = self.servers[0].sockets[0].getsockname()[:2]
         shown = f"[{host}]" if ":" in host else host
-        sys.stderr.write(f"listening on http://{shown}:{port}\n")
+        sys.stderr.write(f"listening on http://{shown}:{port}{self.path}\n")
         sys.stderr.flush()
 
 
-def serve(app: Any, host: str, port: int, *, graceful_seconds: float = 30.0) -> bool:
-    """Serve ``app`` until a signal stops it; False when it could not start (port taken)."""
+def serve(app: Any, host: str, port: int, *, graceful_seconds: float = 30.0, path: str = "") -> bool:
+    """Serve ``app`` until a signal stops it; False when it could not start (port taken).
+    ``path`` follows the port in the line saying where it listens."""
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(message)s"))
     proxy_log = logging.getLogger("toolkeep.proxy")
@@ -61,5 +65,10 @@ def serve(app: Any, host: str, port: int, *, graceful_seconds: float = 30.0) -> 
         date_header=False,
     )
     server = _Server(config)
-    server.run()
+    server.path = path
+    try:
+        server.run()
+    except SystemExit:  # uvicorn's way out when it cannot start (the port is taken): one line said why
+        if server.started:
+            raise
     return server.started
