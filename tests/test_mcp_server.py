@@ -224,6 +224,7 @@ def served(archived: tuple[Path, list[str], list[str]]) -> Iterator[ProxyProcess
     """``toolkeep mcp --transport http --port 0 --workspace WS``."""
     with ProxyProcess("--transport", "http", "--workspace", str(archived[0]), command="mcp") as process:
         yield process
+        assert process.stop() == 0  # a signal stops it cleanly
 
 
 def test_http_at_mcp_and_mcp_slash(served: ProxyProcess, archived: tuple[Path, list[str], list[str]]) -> None:

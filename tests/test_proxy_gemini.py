@@ -109,11 +109,13 @@ def request(history: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def recorded(server: ScriptedGemini | ScriptedUpstream, path: str, timeout: float = 10.0) -> dict[str, Any]:
-    """The upstream's record of its last request to ``path``, once it has written its answer."""
+    """The upstream's record of its last request to ``path``, once it has written its answer
+    (the scripted upstream records the answers to POSTs)."""
     deadline = time.monotonic() + timeout
     while True:
         found = [r for r in server.requests() if r["path"] == path]
-        if found and (found[-1]["response"] is not None or time.monotonic() > deadline):
+        done = found and (found[-1]["response"] is not None or found[-1]["method"] != "POST")
+        if done or (found and time.monotonic() > deadline):
             return found[-1]
         if not found and time.monotonic() > deadline:
             raise AssertionError(f"the upstream got no request to {path}")
@@ -167,6 +169,7 @@ def test_a_stream_reaches_the_client_byte_for_byte_with_its_query_as_it_came(
     entry = recorded(gemini, STREAM)
     assert got == base64.b64decode(entry["response"]) and len(got) > 3_000  # as the upstream sent it
     assert entry["query"] == query  # the query string as it came, the key in it too
+    assert KEY not in proxy.stderr()  # and never logged
     assert kind.startswith("text/event-stream")
     if "alt=sse" in query:
         assert got.count(b"data: ") == 30 and got.endswith(b"\r\n\r\n")

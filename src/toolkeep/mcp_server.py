@@ -54,7 +54,7 @@ from .workspace import Workspace, WorkspaceReader
 if TYPE_CHECKING:
     from mcp.server import Server
     from mcp.server.context import ServerRequestContext
-    from mcp_types import CallToolRequestParams, CallToolResult, ListToolsResult, PaginatedRequestParams
+    from mcp.types import CallToolRequestParams, CallToolResult, ListToolsResult, PaginatedRequestParams
     from starlette.routing import Route
     from starlette.types import Receive, Scope, Send
 
@@ -102,7 +102,7 @@ def create_server(
     """
     require_sdk()
     import anyio
-    import mcp_types as types
+    import mcp.types as types
     from mcp.server import Server
     from mcp.shared.exceptions import MCPError
 

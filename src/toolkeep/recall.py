@@ -54,8 +54,8 @@ log = logging.getLogger("toolkeep")
 RECALL_TOOL = "recall"
 READ_TOOL = "read_result"
 MCP_PATH = "/toolkeep/mcp"
-"""The path at which ``toolkeep proxy`` serves toolkeep's MCP server (``recall`` and
-``read_result``)."""
+"""Where ``toolkeep proxy`` serves ``recall`` and ``read_result`` over MCP (streamable HTTP) on its
+own archive and workspace, for an agent on any machine to register (:mod:`toolkeep.mcp_server`)."""
 TOOL_FORMATS = tuple(FORMATS)
 """Formats :func:`tool_definitions` knows: every registered format."""
 
@@ -164,8 +164,9 @@ def recall_tool_name(tools: Sequence[ToolSpec]) -> str | None:
     ``<<ccr:KEY>>`` markers it redeems (toolkeep's own description does, however an agent
     shortens or adds to it); a tool without any description, by a name whose last word is
     ``recall``. A tool of a remote MCP server the provider calls itself (:attr:`ToolSpec.server`)
-    is toolkeep's ``recall`` when that server is toolkeep's (its URL ends in :data:`MCP_PATH`,
-    or its label is ``toolkeep``) and the request allows the tool (its name ``recall``, or any).
+    is toolkeep's ``recall`` when that server is toolkeep's (its URL ends in :data:`MCP_PATH`;
+    a server named without a URL, by its label ``toolkeep``) and the request allows the tool
+    (its name ``recall``, or any).
 
         >>> from toolkeep.formats import get_format
         >>> body = {"tools": [{"type": "function", "function": {"name": "mcp__toolkeep__recall",

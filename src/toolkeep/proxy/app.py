@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import re
 import time
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
@@ -133,13 +134,18 @@ def create_app(
 
 def _mcp_url(request: Request) -> str:
     """The URL of the proxy's MCP server as the client reached the proxy (behind a reverse
-    proxy, as its ``x-forwarded-proto`` and ``x-forwarded-host`` say)."""
+    proxy, as its ``x-forwarded-proto`` and ``x-forwarded-host`` say); the path alone when the
+    host is none a URL may hold (it goes into the text the model reads)."""
     headers = request.headers
     scheme = headers.get("x-forwarded-proto", "").split(",")[0].strip()
     host = headers.get("x-forwarded-host", "").split(",")[0].strip() or headers.get("host", "")
     if scheme not in ("http", "https"):
         scheme = request.url.scheme
-    return f"{scheme}://{host}{MCP_PATH}" if host else MCP_PATH
+    return f"{scheme}://{host}{MCP_PATH}" if _HOST.fullmatch(host) else MCP_PATH
+
+
+_HOST = re.compile(r"[A-Za-z0-9.-]{1,253}(?::[0-9]{1,5})?|\[[0-9A-Fa-f:.]{2,45}\](?::[0-9]{1,5})?")
+"""A host and port as a URL holds them: a name or IPv4 address, or an IPv6 one in brackets."""
 
 
 def _upstream_request(http: httpx.AsyncClient, request: Request, url: str, body: bytes) -> httpx.Request:

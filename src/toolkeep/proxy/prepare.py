@@ -198,8 +198,9 @@ class Preparer:
                 self.conversations.remote_agents,
                 mcp_url,
             )
-            named = name_ways_back(prepared[request.key], history, conversation.ways.chooser(current))
-            out_history = keep_last_turn(named, history, fmt)
+            # (the last turn the client's own first: a way back is chosen when a text is sent)
+            kept = keep_last_turn(prepared[request.key], history, fmt)
+            out_history = name_ways_back(kept, history, conversation.ways.chooser(current))
             # the session hands back the very objects it left alone: one serialization each
             by_id = {id(m): text for m, text in zip(history, texts, strict=True)}
             changed = (
