@@ -39,8 +39,9 @@ pytest.importorskip("httpx", reason="the proxy extra is not installed: pip insta
 pytest.importorskip("uvicorn", reason="the proxy extra is not installed: pip install 'toolkeep[proxy]'")
 
 from tests.test_proxy_agents import FILES, agent_binary
-from tests.upstream_proxy import TOOLKEEP
+from tests.upstream_proxy import TOOLKEEP, ProxyProcess
 from tests.upstream_server import ScriptedUpstream, _tool_names
+from tests.upstream_tap import Tap, _head
 from toolkeep.requests import validate_request
 
 FINISHED = f"done: read {FILES} files and recalled the cut text"
@@ -168,6 +169,18 @@ def port_closed(url: str) -> bool:
     except OSError:
         return True
     return False
+
+
+def sent_headers(tap: Tap) -> list[tuple[str, str | None]]:
+    """(path, X-Toolkeep-Token) of every request the agent sent through ``tap``."""
+    out = []
+    for exchange in tap.exchanges:
+        data, pos = bytes(exchange.sent), 0
+        while pos < len(data):
+            first, headers, pos = _head(data, pos)
+            pos += int(headers.get("content-length", "0"))
+            out.append((first.split(" ")[1].split("?")[0], headers.get("x-toolkeep-token")))
+    return out
 
 
 def model_requests(upstream: ScriptedUpstream, path: str) -> list[dict[str, Any]]:
@@ -365,6 +378,31 @@ def test_the_private_proxy_dies_with_a_killed_wrap(tmp_path: Path) -> None:
         upstream.close()
 
 
+@pytest.mark.parametrize("name", ["codex", "gemini"])
+def test_the_client_token_reaches_a_shared_proxy(name: str, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """``--proxy URL --client-token T``: every request to the model and to the MCP server carries
+    ``X-Toolkeep-Token: T`` (Claude Code's: in the last test)."""
+    project = tmp_path_factory.mktemp(f"{name}-token-project")
+    home = tmp_path_factory.mktemp(f"{name}-token-home")
+    upstream = ScriptedUpstream(make_files(project))
+    try:
+        env, _ = user_setup(name, home, upstream.url)
+        with ProxyProcess("--openai-upstream", upstream.url, "--gemini-upstream", upstream.url) as proxy:
+            host, port = proxy.url.removeprefix("http://").rsplit(":", 1)
+            tap = Tap(host, int(port))
+            options = ["--proxy", tap.url, "--client-token", "tok-2718"]
+            result = wrap(name, options, AGENTS[name]["args"], env, project)
+            tap.close()
+        assert result.returncode == 0, result.stderr[-3000:]
+        assert FINISHED in result.stdout, result.stdout[-2000:]
+        sent = sent_headers(tap)
+        model = "/v1/responses" if name == "codex" else "/v1beta/models/"
+        assert any(p.startswith(model) for p, _ in sent) and "/toolkeep/mcp" in {p for p, _ in sent}
+        assert [p for p, token in sent if p.startswith((model, "/toolkeep/")) and token != "tok-2718"] == []
+    finally:
+        upstream.close()
+
+
 # -- a shared proxy whose files the agent cannot see ------------------------------------------
 
 
@@ -373,7 +411,8 @@ def test_claude_attached_to_a_proxy_it_cannot_see_into_recalls_over_mcp(
 ) -> None:
     """The proxy runs in a mount namespace of its own with a tmpfs over its workspace's
     directory: what it saves there, the agent (outside) cannot open. ``--remote-agents`` tells
-    it so, and the shortened texts name only the recall tool."""
+    it so, and the shortened texts name only the recall tool. The client token reaches the proxy
+    on every request, the model's and the MCP server's."""
     if shutil.which("unshare") is None or os.geteuid() != 0:
         pytest.skip("needs unshare and root to give the proxy a mount namespace of its own")
     project = tmp_path_factory.mktemp("hidden-project")
@@ -401,8 +440,16 @@ def test_claude_attached_to_a_proxy_it_cannot_see_into_recalls_over_mcp(
         match = LISTENING.match(line.strip())
         assert match, line + proxy.stderr.read() if proxy.poll() is not None else line
         env, _ = user_setup("claude", home, upstream.url)
-        result = wrap("claude", ["--proxy", match.group(1)], AGENTS["claude"]["args"], env, project)
+        host, port = match.group(1).removeprefix("http://").rsplit(":", 1)
+        tap = Tap(host, int(port))  # what the agent sends the proxy, read off the wire
+        options = ["--proxy", tap.url, "--client-token", "tok-3141"]
+        result = wrap("claude", options, AGENTS["claude"]["args"], env, project)
+        tap.close()
         assert result.returncode == 0, result.stderr[-3000:]
+        sent = sent_headers(tap)
+        assert {path for path, _ in sent} >= {"/v1/messages", "/toolkeep/mcp"}
+        # (Claude Code's connectivity check, HEAD /, goes without the headers of API requests)
+        assert [p for p, token in sent if p.startswith(("/v1/", "/toolkeep/")) and token != "tok-3141"] == []
         assert FINISHED in result.stdout, result.stdout[-2000:]
         assert list(hidden.iterdir()) == []  # what the agent's process sees of the workspace
         requests = model_requests(upstream, "/v1/messages")

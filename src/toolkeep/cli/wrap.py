@@ -29,7 +29,7 @@ from ..wrap import AGENTS, Agent, WrapError, plan
 from ._app import InputError, cli
 
 _LISTENING = re.compile(r"^listening on (http://\S+)$")
-_FORWARDED = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
+_FORWARDED = tuple(getattr(signal, n) for n in ("SIGTERM", "SIGHUP", "SIGINT") if hasattr(signal, n))
 
 
 class _SplitAtDashes(click.Command):
