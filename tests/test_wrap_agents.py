@@ -289,6 +289,25 @@ def test_an_unknown_agent_is_exit_2(tmp_path: Path) -> None:
     assert "aider" in result.stderr
 
 
+def test_wraps_own_usage_errors_are_one_line_and_exit_2(tmp_path: Path) -> None:
+    """Proxy options beside ``--proxy``, and agent arguments before ``--`` (which the private
+    proxy refuses), are told apart from the agent's own failures."""
+    env = {
+        "HOME": str(tmp_path),
+        "PATH": f"{Path(agent_binary('claude')).parent}{os.pathsep}{os.environ['PATH']}",
+    }
+    result = wrap(
+        "claude", ["--proxy", "http://127.0.0.1:9", "--policy", "spec"], [], env, tmp_path, timeout=60
+    )
+    assert result.returncode == 2 and len(result.stderr.splitlines()) == 1, result.stderr
+    command = [*TOOLKEEP, "wrap", "claude", "-p", "hi"]  # no --: -p goes to the proxy
+    result = subprocess.run(
+        command, cwd=tmp_path, env={**os.environ, **env}, capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 2 and len(result.stderr.splitlines()) == 1, result.stderr
+    assert "after --" in result.stderr
+
+
 def test_the_agents_exit_code_comes_through(tmp_path: Path) -> None:
     binary = agent_binary("claude")
     own = subprocess.run([binary, "--no-such-flag"], capture_output=True, text=True, timeout=120)
