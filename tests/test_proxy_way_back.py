@@ -505,3 +505,33 @@ def test_the_tool_named_is_the_proxys_own_mcp_recall_and_gives_the_original(
             tool = note.removeprefix("full output: call ").split(" with key ")[0].removeprefix(prefix)
             text = whole_text(client, tool, {"key": key})
             assert archive_key(text) == key
+
+
+def test_claude_codes_own_declaration_of_the_proxys_mcp_recall_is_recognised(
+    tmp_path: Path, upstream: Any
+) -> None:
+    """Real Claude Code, with the proxy's /toolkeep/mcp in its --mcp-config, sends its requests
+    through the proxy: the tools it declares hold the recall tool as ``mcp__toolkeep__recall``,
+    and a long history sent with those very tools gets texts that name it."""
+    pytest.importorskip("mcp", reason="the mcp extra is not installed: pip install 'toolkeep[mcp]'")
+    from tests.test_mcp_agents import run_claude
+    from tests.upstream_proxy import ProxyProcess
+
+    with ProxyProcess("--anthropic-upstream", upstream.url, "--workspace", str(tmp_path)) as proxy:
+        upstream.clear()
+        home = tmp_path / "home"
+        home.mkdir()
+        done = run_claude(
+            proxy.url, home, {"type": "http", "url": f"{proxy.url}/toolkeep/mcp"}, "0123456789abcdef"
+        )
+        assert done.returncode == 0, done.stderr
+        claude = json.loads([r for r in upstream.requests() if r["path"] == "/v1/messages"][-1]["body"])
+        assert (
+            recall.recall_tool_name(get_format("anthropic").request_tools(claude)) == "mcp__toolkeep__recall"
+        )
+        raw = json.dumps({**claude, "stream": False, "messages": read_history(5)}).encode()
+        found = notes(_send(proxy.url, "anthropic", raw, upstream))
+    assert len(found) == 4
+    assert all(
+        note == f"full output: call mcp__toolkeep__recall with key {key}]" for key, note in found.items()
+    )
