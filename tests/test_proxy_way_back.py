@@ -475,3 +475,63 @@ def test_remote_agents_through_the_command_are_told_the_proxys_mcp_url(tmp_path:
     assert all(note == connect(f"{p.url}/toolkeep/mcp", key) for key, note in direct.items())
     assert all(note == connect("https://proxy.example/toolkeep/mcp", key) for key, note in forwarded.items())
     assert all(note == connect("/toolkeep/mcp", key) for key, note in odd.items())
+
+
+@pytest.mark.parametrize("route", ROUTES)
+def test_the_tool_named_is_the_proxys_own_mcp_recall_and_gives_the_original(
+    tmp_path: Path, route: str, gemini: Any, upstream: Any
+) -> None:
+    """The loop closed, for agents on other machines: the tools the proxy's MCP server lists,
+    declared as each agent names an MCP server's tools, make every shortened text name that
+    tool, and calling it there with the key the text gives returns the original, byte-exact."""
+    pytest.importorskip("mcp", reason="the mcp extra is not installed: pip install 'toolkeep[mcp]'")
+    from tests.mcp_client import http_client, whole_text
+    from tests.upstream_proxy import ProxyProcess
+
+    server = gemini if route == "gemini" else upstream
+    prefix = {"anthropic": "mcp__toolkeep__", "openai-chat": "toolkeep__",
+              "openai-responses": "mcp__toolkeep__", "gemini": "mcp_toolkeep_"}[route]  # fmt: skip
+    anthropic = read_history(5)
+    originals = {archive_key(m["content"][0]["content"]) for m in anthropic[2::2]}
+    args = ["--anthropic-upstream", upstream.url, "--openai-upstream", upstream.url, "--gemini-upstream",
+            gemini.url, "--workspace", str(tmp_path), "--remote-agents"]  # fmt: skip
+    with ProxyProcess(*args) as proxy, http_client(f"{proxy.url}/toolkeep/mcp") as client:
+        listed = [ToolSpec(prefix + t.name, t.description or "", t.input_schema) for t in client.list_tools()]
+        raw = body(route, to_format(anthropic, route), declared(route, READ, *listed))
+        found = notes(_send(proxy.url, route, raw, server))
+        assert len(found) == 4 and set(found) <= originals
+        for key, note in found.items():
+            assert note == f"full output: call {prefix}recall with key {key}]"
+            tool = note.removeprefix("full output: call ").split(" with key ")[0].removeprefix(prefix)
+            text = whole_text(client, tool, {"key": key})
+            assert archive_key(text) == key
+
+
+def test_claude_codes_own_declaration_of_the_proxys_mcp_recall_is_recognised(
+    tmp_path: Path, upstream: Any
+) -> None:
+    """Real Claude Code, with the proxy's /toolkeep/mcp in its --mcp-config, sends its requests
+    through the proxy: the tools it declares hold the recall tool as ``mcp__toolkeep__recall``,
+    and a long history sent with those very tools gets texts that name it."""
+    pytest.importorskip("mcp", reason="the mcp extra is not installed: pip install 'toolkeep[mcp]'")
+    from tests.test_mcp_agents import run_claude
+    from tests.upstream_proxy import ProxyProcess
+
+    with ProxyProcess("--anthropic-upstream", upstream.url, "--workspace", str(tmp_path)) as proxy:
+        upstream.clear()
+        home = tmp_path / "home"
+        home.mkdir()
+        done = run_claude(
+            proxy.url, home, {"type": "http", "url": f"{proxy.url}/toolkeep/mcp"}, "0123456789abcdef"
+        )
+        assert done.returncode == 0, done.stderr
+        claude = json.loads([r for r in upstream.requests() if r["path"] == "/v1/messages"][-1]["body"])
+        assert (
+            recall.recall_tool_name(get_format("anthropic").request_tools(claude)) == "mcp__toolkeep__recall"
+        )
+        raw = json.dumps({**claude, "stream": False, "messages": read_history(5)}).encode()
+        found = notes(_send(proxy.url, "anthropic", raw, upstream))
+    assert len(found) == 4
+    assert all(
+        note == f"full output: call mcp__toolkeep__recall with key {key}]" for key, note in found.items()
+    )
