@@ -1,6 +1,6 @@
 """The proxy's preparing, in process: one state per conversation (LRU, idle expiry, rewritten
-histories start fresh), shortened results that name readable files and carry no marker the
-agent cannot redeem, the last turn sent whole, fail open; and, as properties over broken agent
+histories start fresh), shortened results that name readable files and keep their markers, the
+last turn sent whole, fail open; and, as properties over broken agent
 histories, valid, deterministic output that never mutates its input."""
 
 from __future__ import annotations
@@ -28,9 +28,10 @@ from toolkeep import Config, validate
 from toolkeep.pricing import CacheTimes
 from toolkeep.proxy import Preparer, make_preparer
 from toolkeep.proxy.conversations import Conversations
-from toolkeep.proxy.files import drop_markers, keep_last_turn
+from toolkeep.proxy.files import keep_last_turn, name_ways_back
 from toolkeep.proxy.prepare import _document
 from toolkeep.proxy.timeline import Timeline
+from toolkeep.shorten import archive_key
 from toolkeep.stores import MemoryStore
 from toolkeep.tokens import serialize_message
 from toolkeep.workspace import Workspace
@@ -59,18 +60,20 @@ def preparer(tmp_path: Path) -> Preparer:
     return make_preparer(Config(), tmp_path / "ws")
 
 
-def test_shortened_results_name_files_holding_the_original_and_carry_no_marker(preparer: Preparer) -> None:
+def test_shortened_results_name_files_holding_the_original_and_keep_their_marker(preparer: Preparer) -> None:
     h = history(8)
     out = sent(preparer, h)["messages"]
     assert validate(out, "anthropic") == []
-    text = json.dumps(out)
-    assert "<<ccr:" not in text
-    paths = SAVED.findall(text)
+    paths = SAVED.findall(json.dumps(out))
     assert paths
     for n, message in enumerate(out[2:-1:2]):  # every older result names its original's file
         result = message["content"][0]["content"]
+        original = h[2 + 2 * n]["content"][0]["content"]
         path = SAVED.findall(result)[0]
-        assert Path(path).read_text() == h[2 + 2 * n]["content"][0]["content"]
+        assert Path(path).read_text() == original
+        # and its marker, right after the file, which the store redeems (the proxy's recall tool)
+        assert f"full output saved to {path}] <<ccr:{archive_key(original)}>>" in result
+        assert preparer.conversations.store.get(archive_key(original)) == original
     assert out[-1] == h[-1]  # the last turn goes whole
 
 
@@ -192,8 +195,8 @@ def test_a_body_with_a_number_json_cannot_carry_goes_out_as_it_came(
     assert sent(preparer, h) != json.loads(raw)  # the same history without it is prepared
 
 
-def test_only_the_markers_after_a_saved_file_go() -> None:
-    kept = {"role": "user", "content": "see <<ccr:0123456789abcdef>>"}
+def test_the_way_back_goes_where_a_saved_file_stands_and_every_marker_stays() -> None:
+    kept = {"role": "user", "content": "see [x] <<ccr:0123456789abcdef>>"}
     changed = {
         "role": "user",
         "content": [
@@ -201,15 +204,29 @@ def test_only_the_markers_after_a_saved_file_go() -> None:
                 "type": "tool_result",
                 "tool_use_id": "t",
                 "content": "x <<ccr:1111111111111111>> [full output saved to /w/f.txt] <<ccr:0123456789abcdef>>"
-                " <<ccr:2222222222222222>>",
+                " <<ccr:2222222222222222>>\n[result cleared] <<ccr:3333333333333333>>",
             }
         ],
     }
     lone = {"role": "user", "content": "y <<ccr:0123456789abcdef>>"}
-    out = drop_markers([kept, changed, lone], [kept])
-    assert out[0] is kept and out[2] == lone
-    assert out[1]["content"][0]["content"] == "x <<ccr:1111111111111111>> [full output saved to /w/f.txt]"
-    assert changed["content"][0]["content"].endswith(">>")  # the input is not mutated
+    asked: list[str] = []
+
+    def way(key: str) -> str:
+        asked.append(key)
+        return "tool:mcp__toolkeep__recall"
+
+    out = name_ways_back([kept, changed, lone], [kept], way)
+    assert out[0] is kept and out[2] == lone  # the client's own text, and a marker after no note
+    assert out[1]["content"][0]["content"] == (
+        "x <<ccr:1111111111111111>> [full output: call mcp__toolkeep__recall with key 0123456789abcdef]"
+        " <<ccr:0123456789abcdef>> <<ccr:2222222222222222>>\n[result cleared] [full output: call"
+        " mcp__toolkeep__recall with key 3333333333333333] <<ccr:3333333333333333>>"
+    )
+    assert asked == ["0123456789abcdef", "3333333333333333"]  # the first marker of each: the result's own
+    assert changed["content"][0]["content"].startswith("x <<ccr:1111111111111111>> [full output saved")
+    # the saved file's way leaves the text as the forms wrote it, markers and all
+    same = name_ways_back([changed], [], lambda key: "path")
+    assert same[0] == changed and same[0] is not changed
 
 
 # -- properties --------------------------------------------------------------------------------
@@ -244,7 +261,10 @@ def test_the_proxy_output_is_valid_deterministic_and_never_mutates(case: tuple[s
     assert first.body == second.body  # the same history gives the same bytes, from any replica
     out = json.loads(first.body)[key]
     assert validate(out, route) == [] or len(validate(out, route)) <= len(validate(messages, route))
-    assert not re.search(r"full output saved to [^\]]+\] <<ccr:", first.body.decode())
+    text = first.body.decode()  # every saved file's reference is followed by its marker
+    assert text.count("full output saved to ") == len(
+        re.findall(r"full output saved to [^\]]+\] <<ccr:", text)
+    )
 
 
 @property_settings(40)

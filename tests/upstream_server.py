@@ -12,8 +12,13 @@ every response body it sends, and does what the request's ``model`` asks:
 - ``echo`` and anything else without the agent's tools: a short answer (JSON or SSE, as the
   request's ``stream`` asks);
 - with a read or shell tool among the request's tools, the scripted agent: it reads each of the
-  big files (``--files DIR``) one turn at a time with the client's own tool, then, if a tool
-  result names a saved file (``full output saved to PATH``), reads that file, then finishes.
+  big files (``--files DIR``) one turn at a time with the client's own tool; then, if a tool
+  result carries a ``<<ccr:KEY>>`` marker and names a recall tool the request declares (an MCP
+  tool such as ``mcp__toolkeep__recall``), calls that tool with that key; else, if a result
+  names a saved file (``full output saved to PATH``), reads that file; then it finishes.
+
+Gemini ``generateContent`` and ``streamGenerateContent`` (SSE with ``alt=sse``) are spoken too,
+with ``functionCall`` parts for Gemini CLI's ``read_file``.
 
 Run it as ``python tests/upstream_server.py --files DIR`` (prints ``listening on URL``), or in
 a test with :class:`ScriptedUpstream`. ``GET /_upstream/requests`` gives what it recorded.
@@ -36,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 SAVED = re.compile(r"full output saved to ([^\]\n]+)\]")
+MARKER = re.compile(r"<<ccr:([0-9a-f]{16})>>")
 READ_TOOLS = ("Read", "read_file")
 SHELL_TOOLS = ("shell", "exec_command", "shell_command", "local_shell")
 
@@ -118,9 +124,17 @@ class Handler(BaseHTTPRequestHandler):
             if path.startswith("/v1/messages")
             else "responses"
             if path.startswith("/v1/responses")
+            else "gemini"
+            if ":" in path.rsplit("/", 1)[-1]
             else "chat"
         )
-        if path.endswith("/count_tokens"):
+        if kind == "gemini":
+            model = path.rsplit("/", 1)[-1].split(":")[0]
+        if path.endswith((":countTokens", "/count_tokens")):
+            if kind == "gemini":
+                self._json(entry, 200, {"totalTokens": len(entry["body"]) // 4})
+                return
+
             self._json(entry, 200, {"input_tokens": len(entry["body"]) // 4})
             return
         if path.endswith("/compact"):
@@ -166,14 +180,24 @@ class Handler(BaseHTTPRequestHandler):
             step = ("text", "ok")
         with self.server.recorder.lock:
             number = self.server.recorder.count
-        if request.get("stream"):
+        config = request.get("generationConfig") or {}
+        schema = config.get("responseJsonSchema") or config.get("responseSchema")
+        if kind == "gemini" and isinstance(schema, dict):  # Gemini CLI's routing, next-speaker checks
+            step = ("text", json.dumps(_instance(schema)))
+        if kind == "gemini":
+            whole = _gemini_whole(model, step, len(entry["body"]))
+            if path.endswith(":streamGenerateContent"):
+                self._stream(entry, [_sse(None, whole)], 0.0)
+            else:
+                self._json(entry, 200, whole)
+        elif request.get("stream"):
             self._stream(entry, _events(kind, model, step, len(entry["body"]), number), 0.0)
         else:
             self._json(entry, 200, _whole(kind, model, step, len(entry["body"]), number))
 
     def _agent_step(self, kind: str, request: dict[str, Any]) -> tuple[str, Any] | None:
         """The scripted agent's next action, from the request alone; None without its tools."""
-        tools = [t.get("name") for t in request.get("tools") or [] if isinstance(t, dict)]
+        tools = _tool_names(request.get("tools"))
         recall = next((t for t in tools if str(t).endswith("__recall")), None)
         if recall is not None and (step := _recall_step(kind, request, recall)) is not None:
             return step
@@ -184,17 +208,24 @@ class Handler(BaseHTTPRequestHandler):
         shell = next((t for t in tools if t in SHELL_TOOLS), None)
         if read is None and shell is None:
             return None
-        history = request.get("messages") if kind == "anthropic" else request.get("input")
+        history = {"anthropic": "messages", "gemini": "contents"}.get(kind, "input")
+        history = request.get(history)
         text = json.dumps(history)
         done = sum(1 for n in range(len(files)) if f"call_script_{n:02d}" in text)
         if done < len(files):
             return ("call", (read, shell, f"call_script_{done:02d}", str(files[done])))
-        if "call_script_saved" not in text:
-            saved = SAVED.findall(_results_text(kind, history))
-            if saved:
-                return ("call", (read, shell, "call_script_saved", saved[0].strip()))
-            return ("text", f"done: read {done} files; no shortened result named a file")
-        return ("text", f"done: read {done} files and the saved file")
+        if "call_script_recall" in text:
+            return ("text", f"done: read {done} files and recalled the cut text")
+        if "call_script_saved" in text:
+            return ("text", f"done: read {done} files and the saved file")
+        results = _results_text(kind, history)
+        way_back = _recall_named(results, [t for t in tools if t not in (read, shell)])
+        if way_back is not None:
+            return ("recall", way_back)
+        saved = SAVED.findall(results)
+        if saved:
+            return ("call", (read, shell, "call_script_saved", saved[0].strip()))
+        return ("text", f"done: read {done} files; no shortened result named a file")
 
     # -- writing ---------------------------------------------------------------------------
 
@@ -244,8 +275,10 @@ class Server(ThreadingHTTPServer):
 
     request_queue_size = 128
 
-    def __init__(self, port: int, files: list[Path], record: bool = True) -> None:
-        super().__init__(("127.0.0.1", port), Handler)
+    def __init__(
+        self, port: int, files: list[Path], record: bool = True, handler: type[Handler] = Handler
+    ) -> None:
+        super().__init__(("127.0.0.1", port), handler)
         self.recorder = Recorder(record)
         self.files = files
 
@@ -254,13 +287,56 @@ def _error_body(kind: str, message: str) -> bytes:
     return json.dumps({"type": "error", "error": {"type": kind, "message": message}}).encode()
 
 
+def _tool_names(tools: Any, namespace: str = "") -> list[str]:
+    """Every tool name a request declares (Gemini's inside ``functionDeclarations``); a tool in a
+    Responses namespace (Codex: ``mcp__toolkeep``) as ``NAMESPACE/NAME``."""
+    out: list[str] = []
+    for tool in tools or []:
+        if not isinstance(tool, dict):
+            continue
+        name = tool.get("name")
+        if tool.get("type") == "namespace" and isinstance(name, str):
+            out += _tool_names(tool.get("tools"), name)
+            continue
+        if isinstance(name, str):
+            out.append(f"{namespace}/{name}" if namespace else name)
+        out += _tool_names(tool.get("functionDeclarations") or tool.get("function_declarations"))
+    return out
+
+
+def _shown(tool: str) -> list[str]:
+    """The names a text may call ``tool`` by: a namespaced one as ``NAMESPACE__NAME`` or ``NAME``."""
+    namespace, _, name = tool.rpartition("/")
+    return [f"{namespace}__{name}", name] if namespace else [tool]
+
+
+def _recall_named(results: str, tools: list[str]) -> tuple[str, str] | None:
+    """(tool, key) from the first shortened result that names a declared tool beside its marker:
+    what a model reads out of the shortened text (a tool whose name says recall first)."""
+    for text in results.split("\n"):
+        keys = MARKER.findall(text)
+        named = sorted(
+            ((t, shown) for t in tools for shown in _shown(t) if shown in text),
+            key=lambda pair: ("recall" not in pair[1], -len(pair[1])),
+        )
+        if keys and named:
+            return named[0][0], keys[0]
+    return None
+
+
 def _results_text(kind: str, history: Any) -> str:
-    """The text of every tool result in ``history``."""
+    """The text of every tool result in ``history``, one result a line."""
     out: list[str] = []
     for item in history or []:
         if not isinstance(item, dict):
             continue
-        if kind == "responses" and item.get("type") in ("function_call_output", "custom_tool_call_output"):
+        if kind == "gemini":
+            out.extend(
+                json.dumps(p["functionResponse"].get("response"))
+                for p in item.get("parts") or []
+                if isinstance(p, dict) and isinstance(p.get("functionResponse"), dict)
+            )
+        elif kind == "responses" and item.get("type") in ("function_call_output", "custom_tool_call_output"):
             out.append(json.dumps(item.get("output")))
         elif kind == "anthropic" and isinstance(item.get("content"), list):
             out.extend(
@@ -354,14 +430,53 @@ def _call_arguments(read: str | None, shell: str | None, path: str) -> tuple[str
     return shell, {"command": ["cat", path]}
 
 
+def _call(step: tuple[str, Any]) -> tuple[str, str, dict[str, Any]]:
+    """(call id, tool, arguments) of a step that calls a tool: a read or a recall."""
+    what, value = step
+    if what == "recall":
+        return "call_script_recall", value[0], {"key": value[1]}
+    return (value[2], *_call_arguments(value[0], value[1], value[3]))
+
+
+def _instance(schema: dict[str, Any]) -> Any:
+    """The smallest value that fits a (Gemini) JSON schema: first enum value, 1, "ok", ..."""
+    if schema.get("enum"):
+        return schema["enum"][0]
+    kind = str(schema.get("type", "object")).lower()
+    if kind == "object":
+        return {k: _instance(v) for k, v in (schema.get("properties") or {}).items()}
+    if kind == "array":
+        return []
+    return {"integer": 1, "number": 1, "boolean": False}.get(kind, "ok")
+
+
+def _gemini_whole(model: str, step: tuple[str, Any], size: int) -> dict[str, Any]:
+    """A Gemini ``GenerateContentResponse``: the text, or one ``functionCall`` part."""
+    what, value = step
+    if what == "text":
+        part: dict[str, Any] = {"text": value}
+    else:
+        call_id, name, args = _call(step)
+        part = {"functionCall": {"id": call_id, "name": name, "args": args}}
+    return {
+        "candidates": [{"content": {"role": "model", "parts": [part]}, "finishReason": "STOP", "index": 0}],
+        "usageMetadata": {
+            "promptTokenCount": size // 4,
+            "candidatesTokenCount": 10,
+            "totalTokenCount": size // 4 + 10,
+        },
+        "modelVersion": model,
+    }
+
+
 def _whole(kind: str, model: str, step: tuple[str, Any], size: int, number: int) -> Any:
     what, value = step
     if kind == "anthropic":
         if what == "text":
             content = [{"type": "text", "text": value}]
         else:
-            name, args = _call_arguments(value[0], value[1], value[3])
-            content = [{"type": "tool_use", "id": value[2], "name": name, "input": args}]
+            call_id, name, args = _call(step)
+            content = [{"type": "tool_use", "id": call_id, "name": name, "input": args}]
         return {
             "id": f"msg_{number:04d}", "type": "message", "role": "assistant", "model": model, "content": content,
             "stop_reason": "end_turn" if what == "text" else "tool_use", "stop_sequence": None,
@@ -377,10 +492,10 @@ def _whole(kind: str, model: str, step: tuple[str, Any], size: int, number: int)
             "usage": {"input_tokens": size // 4, "output_tokens": 10, "total_tokens": size // 4 + 10},
         }
     message: dict[str, Any] = {"role": "assistant", "content": value if what == "text" else None}
-    if what == "call":
-        name, args = _call_arguments(value[0], value[1], value[3])
+    if what != "text":
+        call_id, name, args = _call(step)
         message["tool_calls"] = [
-            {"id": value[2], "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}
+            {"id": call_id, "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}
         ]
     return {
         "id": f"chatcmpl-{number:04d}",
@@ -403,12 +518,14 @@ def _response_item(step: tuple[str, Any], number: int) -> dict[str, Any]:
             "role": "assistant",
             "content": [{"type": "output_text", "text": value, "annotations": []}],
         }
-    name, args = _call_arguments(value[0], value[1], value[3])
+    call_id, name, args = _call(step)
+    namespace, _, short = name.rpartition("/")
     return {
         "type": "function_call",
-        "id": "fc_" + value[2],
-        "call_id": value[2],
-        "name": name,
+        "id": "fc_" + call_id,
+        "call_id": call_id,
+        **({"namespace": namespace} if namespace else {}),
+        "name": short,
         "arguments": json.dumps(args),
         "status": "completed",
     }
@@ -566,8 +683,8 @@ def _events(kind: str, model: str, step: tuple[str, Any], size: int, number: int
 class ScriptedUpstream:
     """The server in a thread of the test process: ``url``, ``requests()``, ``close()``."""
 
-    def __init__(self, files: list[Path] | None = None) -> None:
-        self.server = Server(0, files or [])
+    def __init__(self, files: list[Path] | None = None, handler: type[Handler] = Handler) -> None:
+        self.server = Server(0, files or [], handler=handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.thread.start()

@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,6 +33,7 @@ from .stores import ArchiveStore
 from .workspace import Workspace, WorkspaceReader, split_lines
 
 __all__ = [
+    "MCP_PATH",
     "READ_TOOL",
     "RECALL_TOOL",
     "TOOL_FORMATS",
@@ -43,6 +44,7 @@ __all__ = [
     "page_text",
     "read_answer",
     "recall_answer",
+    "recall_tool_name",
     "tool_definitions",
     "tool_specs",
 ]
@@ -51,6 +53,9 @@ log = logging.getLogger("toolkeep")
 
 RECALL_TOOL = "recall"
 READ_TOOL = "read_result"
+MCP_PATH = "/toolkeep/mcp"
+"""Where ``toolkeep proxy`` serves ``recall`` and ``read_result`` over MCP (streamable HTTP) on its
+own archive and workspace, for an agent on any machine to register (:mod:`toolkeep.mcp_server`)."""
 TOOL_FORMATS = tuple(FORMATS)
 """Formats :func:`tool_definitions` knows: every registered format."""
 
@@ -146,6 +151,57 @@ def tool_definitions(format: str, tools: tuple[str, ...] = (RECALL_TOOL, READ_TO
     if format not in TOOL_FORMATS:
         raise ConfigError(f"no tool definitions for format {format!r} (known: {', '.join(TOOL_FORMATS)})")
     return FORMATS[format].tool_definitions(specs)
+
+
+def recall_tool_name(tools: Sequence[ToolSpec]) -> str | None:
+    """The name under which ``tools`` (a request's, as :meth:`~toolkeep.formats.Format.request_tools`
+    reads them) hold toolkeep's ``recall`` tool, the first one if several do; ``None`` if none.
+
+    An agent names an MCP server's tool its own way (Claude Code ``mcp__toolkeep__recall``, Gemini
+    CLI ``mcp_toolkeep_recall``, Codex ``toolkeep__recall`` or ``mcp__toolkeep__recall``; a
+    server may be registered under any name), so a tool is known by what it is, not by its name:
+    its arguments' schema has a string ``key`` property, and its description speaks of the
+    ``<<ccr:KEY>>`` markers it redeems (toolkeep's own description does, however an agent
+    shortens or adds to it); a tool without any description, by a name whose last word is
+    ``recall``. A tool of a remote MCP server the provider calls itself (:attr:`ToolSpec.server`)
+    is toolkeep's ``recall`` when that server is toolkeep's (its URL ends in :data:`MCP_PATH`;
+    a server named without a URL, by its label ``toolkeep``) and the request allows the tool
+    (its name ``recall``, or any).
+
+        >>> from toolkeep.formats import get_format
+        >>> body = {"tools": [{"type": "function", "function": {"name": "mcp__toolkeep__recall",
+        ...     "description": _SPECS[RECALL_TOOL][0], "parameters": _SPECS[RECALL_TOOL][1]}}]}
+        >>> recall_tool_name(get_format("openai-chat").request_tools(body))
+        'mcp__toolkeep__recall'
+    """
+    for spec in tools:
+        if spec.server is not None:
+            if spec.name in ("", RECALL_TOOL) and _toolkeep_server(spec.server):
+                return RECALL_TOOL
+            continue
+        if not _key_property(spec.schema):
+            continue
+        if "<<ccr:" in spec.description:
+            return spec.name
+        if not spec.description.strip() and re.split(r"[^0-9A-Za-z]+", spec.name)[-1].lower() == RECALL_TOOL:
+            return spec.name
+    return None
+
+
+def _toolkeep_server(server: str) -> bool:
+    path = server.split("?", 1)[0].split("#", 1)[0].rstrip("/")
+    return path.endswith(MCP_PATH) or server.strip().lower() == "toolkeep"
+
+
+def _key_property(schema: Mapping[str, Any]) -> bool:
+    """True when ``schema`` (JSON schema, or Gemini's with upper-case types) has a string ``key``."""
+    properties = schema.get("properties")
+    key = properties.get("key") if isinstance(properties, Mapping) else None
+    if not isinstance(key, Mapping):
+        return False
+    kind = key.get("type")
+    kinds = kind if isinstance(kind, list) else [kind]
+    return any(isinstance(k, str) and k.lower() == "string" for k in kinds)
 
 
 # ------------------------------------------------------------------------------------------ paging

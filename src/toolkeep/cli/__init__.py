@@ -6,7 +6,7 @@ input, always with one line on stderr and never a traceback.
 
 from __future__ import annotations
 
-from . import core, inspect, mcp, proxy, read, recall, replay, store  # noqa: F401  (registers the commands)
+from . import core, inspect, mcp, proxy, read, recall, replay, store, wrap  # noqa: F401  (registers the commands)
 from ._app import cli, main
 
 __all__ = ["cli", "main"]

@@ -1,4 +1,5 @@
-"""``toolkeep proxy``: serve toolkeep in front of Claude Code, Codex or any OpenAI-compatible agent."""
+"""``toolkeep proxy``: serve toolkeep in front of Claude Code, Codex, Gemini CLI or any
+OpenAI-compatible agent."""
 
 from __future__ import annotations
 
@@ -34,6 +35,20 @@ _HINT = "toolkeep proxy needs Starlette, uvicorn and httpx: pip install 'toolkee
     help="Base URL OpenAI requests go to (the request's path and query are appended).",
 )
 @click.option(
+    "--gemini-upstream",
+    default="https://generativelanguage.googleapis.com",
+    show_default=True,
+    metavar="URL",
+    help="Base URL Gemini requests go to (the request's path and query are appended).",
+)
+@click.option(
+    "--remote-agents",
+    is_flag=True,
+    help="The agents cannot read this proxy's files (they run elsewhere): shortened results name "
+    "only a recall tool, never a saved path; an agent without one is told to connect the proxy's "
+    "MCP server (/toolkeep/mcp).",
+)
+@click.option(
     "--workspace",
     type=click.Path(file_okay=False),
     help="Directory for saved results and the archive (default: proxy/ in the per-user cache dir).",
@@ -46,14 +61,21 @@ def proxy(
     port: int,
     anthropic_upstream: str,
     openai_upstream: str,
+    gemini_upstream: str,
+    remote_agents: bool,
     workspace: str | None,
     store_url: str | None,
     config: Config,
 ) -> None:
-    """Serve the Anthropic Messages and OpenAI Chat Completions / Responses APIs, preparing each
-    request's history and passing everything else through byte for byte. Every setting flag
-    (``--policy``, ``--pricing``, ...) also reads the variable it names."""
-    for name, url in (("--anthropic-upstream", anthropic_upstream), ("--openai-upstream", openai_upstream)):
+    """Serve the Anthropic Messages, OpenAI Chat Completions / Responses and Gemini
+    generateContent APIs, preparing each request's history and passing everything else through
+    byte for byte. Every setting flag (``--policy``, ``--pricing``, ...) also reads the variable
+    it names."""
+    for name, url in (
+        ("--anthropic-upstream", anthropic_upstream),
+        ("--openai-upstream", openai_upstream),
+        ("--gemini-upstream", gemini_upstream),
+    ):
         if not url.startswith(("http://", "https://")):
             raise InputError(f"{name} {url!r}: an upstream is an http:// or https:// base URL")
     try:
@@ -62,7 +84,8 @@ def proxy(
         from ..proxy.server import serve
     except ImportError:
         raise InputError(_HINT) from None
-    preparer = make_preparer(config, workspace, store_url)
-    app = create_app(preparer, Upstreams(anthropic=anthropic_upstream, openai=openai_upstream))
+    preparer = make_preparer(config, workspace, store_url, remote_agents=remote_agents)
+    upstreams = Upstreams(anthropic=anthropic_upstream, openai=openai_upstream, gemini=gemini_upstream)
+    app = create_app(preparer, upstreams)
     if not serve(app, host, port):
         sys.exit(2)

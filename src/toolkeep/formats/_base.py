@@ -28,12 +28,14 @@ __all__ = [
     "blank_text",
     "blocks_chars",
     "check_tool_messages",
+    "declared_tool",
     "expect_mapping",
     "field_of",
     "input_chars",
     "items_of",
     "list_chars",
     "list_in",
+    "mappings_in",
     "object_chars",
     "parse_arguments",
     "text_chars",
@@ -172,6 +174,10 @@ class ToolSpec:
     description: str
     schema: Mapping[str, Any]
     """The JSON schema of the tool's arguments (an ``object`` schema)."""
+    server: str | None = None
+    """For a tool a request names on a remote MCP server the provider calls itself (an OpenAI
+    Responses ``mcp`` tool), that server's URL, else its label; ``None`` for a tool the request
+    defines (the client runs it)."""
 
     def fresh_schema(self) -> dict[str, Any]:
         """A deep copy of :attr:`schema`: each definition made gets its own, free to change."""
@@ -264,6 +270,14 @@ class Format(ABC):
         """``specs`` as the provider's request takes its tools, as plain data (JSON-ready), each
         definition with its own copy of the schema."""
         raise NotImplementedError(f"{self.name} has no tool definitions")
+
+    def request_tools(self, request: Mapping[str, Any]) -> list[ToolSpec]:
+        """The tools a request object of this format declares (its ``tools``, as
+        :meth:`tool_definitions` writes them), in order, each read as far as it is written: a
+        name, the description (``""`` when it has none) and the arguments' schema (``{}``).
+        Entries of other kinds (a provider's own tools: web search, code execution, ...) and
+        malformed ones are left out; never raises on what a client sends. Here: none."""
+        return []
 
     def response_calls(self, response: Any) -> list[ToolCall]:
         """The tool calls in a model response: the SDK's response object, its ``model_dump()``,
@@ -402,6 +416,27 @@ def list_in(value: Any, key: str) -> list[Any]:
     """The items ``value`` is, when it is a list (an assistant message's content, a response's
     output items, given as they are), else those of its field ``key``."""
     return items_of(value if isinstance(value, (list, tuple)) else field_of(value, key))
+
+
+def declared_tool(name: Any, description: Any, schema: Any, server: str | None = None) -> ToolSpec | None:
+    """The :class:`ToolSpec` a request's tool entry declares, read leniently: ``None`` without a
+    name that is a non-empty string; a description or schema of another type reads as none."""
+    if not isinstance(name, str) or not name:
+        return None
+    return ToolSpec(
+        name,
+        description if isinstance(description, str) else "",
+        schema if isinstance(schema, Mapping) else {},
+        server,
+    )
+
+
+def mappings_in(value: Any) -> list[Mapping[str, Any]]:
+    """The mappings of ``value`` when it is a list (a request's ``tools``), else none: what a
+    client sends is read, never trusted to have the right shape."""
+    if not isinstance(value, (list, tuple)):
+        return []
+    return [v for v in value if isinstance(v, Mapping)]
 
 
 def _string(value: Any) -> str:

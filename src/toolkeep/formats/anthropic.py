@@ -50,11 +50,13 @@ from ._base import (
     Violation,
     blank_text,
     changed_arguments,
+    declared_tool,
     expect_mapping,
     field_of,
     input_chars,
     list_chars,
     list_in,
+    mappings_in,
     object_chars,
 )
 
@@ -372,6 +374,18 @@ class AnthropicFormat(Format):
         return [
             {"name": s.name, "description": s.description, "input_schema": s.fresh_schema()} for s in specs
         ]
+
+    def request_tools(self, request: Mapping[str, Any]) -> list[ToolSpec]:
+        """The client tools of ``tools`` (``name``, ``description``, ``input_schema``; a deferred
+        one, ``defer_loading``, too: the model finds it by tool search); the server tools (a
+        ``type`` such as ``web_search_20250305``, no ``input_schema``) are left out."""
+        found = []
+        for t in mappings_in(request.get("tools")):
+            if t.get("type", "custom") == "custom" and "input_schema" in t:
+                spec = declared_tool(t.get("name"), t.get("description"), t.get("input_schema"))
+                if spec is not None:
+                    found.append(spec)
+        return found
 
     def response_calls(self, response: Any) -> list[ToolCall]:
         """The ``tool_use`` blocks of a ``Message`` (or its dict), of an assistant message, or of

@@ -56,11 +56,13 @@ from ._base import (
     Violation,
     blank_text,
     changed_arguments,
+    declared_tool,
     expect_mapping,
     field_of,
     input_chars,
     list_chars,
     list_in,
+    mappings_in,
     object_chars,
 )
 
@@ -369,6 +371,24 @@ class BedrockFormat(Format):
             }
             for s in specs
         ]
+
+    def request_tools(self, request: Mapping[str, Any]) -> list[ToolSpec]:
+        """The ``toolSpec`` entries of ``toolConfig.tools`` (``name``, ``description``,
+        ``inputSchema.json``)."""
+        config = request.get("toolConfig")
+        found = []
+        for t in mappings_in(config.get("tools") if isinstance(config, Mapping) else None):
+            spec = t.get("toolSpec")
+            if isinstance(spec, Mapping):
+                schema = spec.get("inputSchema")
+                declared = declared_tool(
+                    spec.get("name"),
+                    spec.get("description"),
+                    schema.get("json") if isinstance(schema, Mapping) else None,
+                )
+                if declared is not None:
+                    found.append(declared)
+        return found
 
     def response_calls(self, response: Any) -> list[ToolCall]:
         """The ``toolUse`` blocks of a Converse response's ``output.message`` (boto3 gives a

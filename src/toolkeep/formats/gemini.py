@@ -40,12 +40,14 @@ from ._base import (
     ToolSpec,
     Violation,
     changed_arguments,
+    declared_tool,
     expect_mapping,
     field_of,
     input_chars,
     items_of,
     list_chars,
     list_in,
+    mappings_in,
     object_chars,
     results_in_next_user,
 )
@@ -59,6 +61,7 @@ _DISTINCT = {
     "thoughtSignature", "thought_signature", "executableCode", "executable_code",
     "codeExecutionResult", "code_execution_result", "thought",
 }  # fmt: skip
+_SCHEMA_KEYS = ("parameters", "parametersJsonSchema", "parameters_json_schema")
 _ROLES = {"user": "user", "model": "assistant", "function": "user"}
 
 
@@ -288,6 +291,26 @@ class GeminiFormat(Format):
             for s in specs
         ]
         return [{"function_declarations": declarations}]
+
+    def request_tools(self, request: Mapping[str, Any]) -> list[ToolSpec]:
+        """The function declarations of every ``Tool`` in ``tools`` (``functionDeclarations`` or
+        ``function_declarations``: ``name``, ``description``, and ``parameters`` or, as Gemini CLI
+        sends an MCP server's tools, ``parametersJsonSchema``); a google-genai request's
+        ``config.tools`` too. Other tools (``googleSearch``, ``codeExecution``, ...) declare no
+        function."""
+        config = request.get("config")
+        tools = request.get("tools")
+        if tools is None and isinstance(config, Mapping):
+            tools = config.get("tools")
+        found = []
+        for tool in mappings_in(tools):
+            for key in ("functionDeclarations", "function_declarations"):
+                for d in mappings_in(tool.get(key)):
+                    schema = next((d[k] for k in _SCHEMA_KEYS if isinstance(d.get(k), Mapping)), None)
+                    spec = declared_tool(d.get("name"), d.get("description"), schema)
+                    if spec is not None:
+                        found.append(spec)
+        return found
 
     def response_calls(self, response: Any) -> list[ToolCall]:
         """The ``function_call`` parts of a ``GenerateContentResponse``'s first candidate (or

@@ -25,11 +25,13 @@ from ._base import (
     blocks_chars,
     changed_arguments,
     check_tool_messages,
+    declared_tool,
     expect_mapping,
     field_of,
     input_chars,
     items_of,
     list_chars,
+    mappings_in,
     object_chars,
 )
 
@@ -180,6 +182,20 @@ class OpenAIChatFormat(Format):
 
     def tool_definitions(self, specs: Sequence[ToolSpec]) -> list[Any]:
         return function_tools(specs)
+
+    def request_tools(self, request: Mapping[str, Any]) -> list[ToolSpec]:
+        """The ``function`` tools of ``tools`` (``{"type": "function", "function": {"name",
+        "description", "parameters"}}``); custom tools (free text in, no schema) are left out."""
+        found = []
+        for t in mappings_in(request.get("tools")):
+            function = t.get("function")
+            if t.get("type", "function") == "function" and isinstance(function, Mapping):
+                spec = declared_tool(
+                    function.get("name"), function.get("description"), function.get("parameters")
+                )
+                if spec is not None:
+                    found.append(spec)
+        return found
 
     def response_calls(self, response: Any) -> list[ToolCall]:
         """The function ``tool_calls`` of a ``ChatCompletion``'s first choice (or its dict), or

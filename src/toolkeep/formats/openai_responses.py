@@ -61,10 +61,12 @@ from ._base import (
     arguments_json,
     blocks_chars,
     changed_arguments,
+    declared_tool,
     expect_mapping,
     field_of,
     input_chars,
     list_in,
+    mappings_in,
     object_chars,
     results_as_tool_messages,
 )
@@ -483,6 +485,45 @@ class OpenAIResponsesFormat(Format):
             }
             for s in specs
         ]
+
+    def request_tools(self, request: Mapping[str, Any]) -> list[ToolSpec]:
+        """The ``function`` tools of ``tools`` (``name``, ``description``, ``parameters``), and
+        the tools of each remote MCP server (``{"type": "mcp", "server_label", "server_url",
+        "allowed_tools"}``, which the provider calls itself), each with :attr:`ToolSpec.server`
+        set: one per allowed tool name, or one named ``""`` (any tool the server lists) when the
+        request does not narrow them. The function tools of a ``namespace`` (Codex puts each MCP
+        server's tools in one, ``mcp__toolkeep``) are named ``NAMESPACE__NAME``, as Codex names an
+        MCP tool. Built-in tools (``web_search``, ``file_search``, ...) and custom tools are left
+        out."""
+        found = []
+        for t in mappings_in(request.get("tools")):
+            kind = t.get("type")
+            if kind == "function":
+                spec = declared_tool(t.get("name"), t.get("description"), t.get("parameters"))
+                if spec is not None:
+                    found.append(spec)
+            elif kind == "namespace" and isinstance(t.get("name"), str) and t["name"]:
+                for inner in mappings_in(t.get("tools")):
+                    name = inner.get("name")
+                    if inner.get("type") == "function" and isinstance(name, str) and name:
+                        spec = declared_tool(
+                            f"{t['name']}__{name}", inner.get("description"), inner.get("parameters")
+                        )
+                        if spec is not None:
+                            found.append(spec)
+            elif kind == "mcp":
+                url, label = t.get("server_url"), t.get("server_label")
+                server = url if isinstance(url, str) and url else label if isinstance(label, str) else ""
+                allowed = t.get("allowed_tools")
+                if isinstance(allowed, Mapping):  # the filter form: {"tool_names": [...], ...}
+                    allowed = allowed.get("tool_names")
+                names = [n for n in allowed if isinstance(n, str)] if isinstance(allowed, list) else [""]
+                description = t.get("server_description")
+                found += [
+                    ToolSpec(n, description if isinstance(description, str) else "", {}, server)
+                    for n in names
+                ]
+        return found
 
     def response_calls(self, response: Any) -> list[ToolCall]:
         """The ``function_call`` items of a ``Response``'s ``output`` (or its dict), or of the

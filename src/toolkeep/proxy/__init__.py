@@ -1,11 +1,13 @@
 """``toolkeep proxy``: toolkeep in front of agents whose code cannot be changed.
 
-An agent pointed at the proxy (``ANTHROPIC_BASE_URL``, an OpenAI base URL) sends its requests
-through it; the proxy prepares the history of each (``messages`` / ``input``: repaired, within
-budget, compacted, byte-stable across requests) and forwards everything else exactly as it came,
-streaming the answer back byte for byte. See :mod:`.app` (HTTP), :mod:`.prepare` (one body,
-fail open), :mod:`.conversations` (one state per conversation) and :mod:`.files` (shortened
-results name files the agent can read).
+An agent pointed at the proxy (``ANTHROPIC_BASE_URL``, an OpenAI base URL, Gemini's
+``GOOGLE_GEMINI_BASE_URL``) sends its requests through it; the proxy prepares the history of each
+(``messages`` / ``input`` / ``contents``: repaired, within budget, compacted, byte-stable across
+requests) and forwards everything else exactly as it came, streaming the answer back byte for
+byte. See :mod:`.app` (HTTP), :mod:`.prepare` (one body,
+fail open), :mod:`.conversations` (one state per conversation), :mod:`.routes` (which provider,
+which requests are prepared) and :mod:`.files` (shortened results name a way back the agent has:
+its recall tool, or a file it can read).
 
 Needs the ``proxy`` extra: ``pip install 'toolkeep[proxy]'`` (Starlette, uvicorn, httpx).
 """
@@ -32,10 +34,15 @@ def default_workspace() -> Path:
 
 
 def make_preparer(
-    config: Config, workspace: str | Path | None = None, store: str | ArchiveStore | None = None
+    config: Config,
+    workspace: str | Path | None = None,
+    store: str | ArchiveStore | None = None,
+    *,
+    remote_agents: bool = False,
 ) -> Preparer:
     """The preparer of a proxy: its workspace (kept), its store (``store`` or the config's, else
-    the workspace's archive) and its table of conversations."""
+    the workspace's archive) and its table of conversations; ``remote_agents``: the agents cannot
+    read the proxy's files, so shortened results name only tools (see :mod:`.files`)."""
     ws = Workspace(workspace if workspace is not None else default_workspace(), keep=True)
     if isinstance(store, str):
         archive: ArchiveStore = open_store(store)
@@ -43,4 +50,4 @@ def make_preparer(
         archive = store
     else:
         archive = store_for_config(config, ws.archive_dir)
-    return Preparer(Conversations(config, ws, archive))
+    return Preparer(Conversations(config, ws, archive, remote_agents=remote_agents))

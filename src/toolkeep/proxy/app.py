@@ -1,7 +1,8 @@
 """The proxy's web application: Starlette routes, httpx to the upstream, bytes passed through.
 
 Every header but the hop-by-hop ones reaches the upstream as it came (auth included, never
-logged), with the path and query string appended to the upstream base URL. The response goes
+logged), with the path and query string as they came appended to the base URL of the request's
+provider (:mod:`.routes`: Anthropic, Gemini or OpenAI, by path, else headers). The response goes
 back with the upstream's status and headers and its body byte for byte as it arrives (the raw,
 still-encoded bytes: SSE streams and compressed bodies alike), chunk by chunk. A client that
 disconnects cancels the upstream request.
@@ -12,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import re
 import time
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
@@ -25,27 +27,17 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from ..mcp_server import create_http_endpoint
+from ..recall import MCP_PATH
 from .prepare import Outcome, Preparer
+from .routes import DEFAULT_UPSTREAMS, prepared_route, provider_for
 
-__all__ = ["ANTHROPIC_UPSTREAM", "MCP_PATH", "OPENAI_UPSTREAM", "PREPARED_ROUTES", "Upstreams", "create_app"]
+__all__ = ["ANTHROPIC_UPSTREAM", "GEMINI_UPSTREAM", "MCP_PATH", "OPENAI_UPSTREAM", "Upstreams", "create_app"]
 
 log = logging.getLogger("toolkeep.proxy")
 
-ANTHROPIC_UPSTREAM = "https://api.anthropic.com"
-OPENAI_UPSTREAM = "https://api.openai.com"
-
-MCP_PATH = "/toolkeep/mcp"
-"""Where the proxy serves ``recall`` and ``read_result`` over MCP (streamable HTTP) on its own
-archive and workspace, for an agent on any machine to register (:mod:`toolkeep.mcp_server`)."""
-
-PREPARED_ROUTES: Mapping[str, str] = {
-    "/v1/messages": "anthropic",
-    "/v1/chat/completions": "openai-chat",
-    "/v1/responses": "openai-responses",
-}
-"""The paths whose POST bodies are prepared, and the format of each one's history (also part of a
-conversation's key). Everything else (``/v1/messages/count_tokens``, ``/v1/responses/compact``, ...) is
-forwarded as it is."""
+ANTHROPIC_UPSTREAM = DEFAULT_UPSTREAMS["anthropic"]
+GEMINI_UPSTREAM = DEFAULT_UPSTREAMS["gemini"]
+OPENAI_UPSTREAM = DEFAULT_UPSTREAMS["openai"]
 
 PREPARING_THREADS = 2
 """How many requests are prepared at once, each in a worker thread: the rest wait their turn.
@@ -68,12 +60,13 @@ class Upstreams:
 
     anthropic: str = ANTHROPIC_UPSTREAM
     openai: str = OPENAI_UPSTREAM
+    gemini: str = GEMINI_UPSTREAM
 
     def base_for(self, path: str, headers: Mapping[str, str]) -> str:
-        """Anthropic for its paths and for requests that carry its headers, else OpenAI."""
-        if path.startswith("/v1/messages") or "anthropic-version" in headers or "x-api-key" in headers:
-            return self.anthropic.rstrip("/")
-        return self.openai.rstrip("/")
+        """The base URL of the request's provider (:func:`.routes.provider_for`: by its path,
+        else its headers, else OpenAI)."""
+        base: str = getattr(self, provider_for(path, headers).name)
+        return base.rstrip("/")
 
 
 def create_app(
@@ -108,17 +101,21 @@ def create_app(
         started = time.perf_counter()
         path = request.url.path
         body = await request.body()
-        route = PREPARED_ROUTES.get(path) if request.method == "POST" else None
+        route = prepared_route(request.method, path)
         outcome: Outcome | None = None
         if route is not None:
-            outcome = await anyio.to_thread.run_sync(preparer.prepare, route, body, limiter=preparing)
+            outcome = await anyio.to_thread.run_sync(
+                preparer.prepare, route, body, _mcp_url(request), limiter=preparing
+            )
             if outcome.error is not None:
                 log.warning(
                     "toolkeep proxy: %s %s: forwarded unchanged: %s", request.method, path, outcome.error
                 )
             body = outcome.body
         preparer.totals.add(outcome)
-        url = upstreams.base_for(path, request.headers) + path
+        # the path as it came, not as Starlette decoded it (``%2F`` stays ``%2F``)
+        raw_path = request.scope.get("raw_path")
+        url = upstreams.base_for(path, request.headers) + (raw_path.decode("latin-1") if raw_path else path)
         if request.url.query:
             url += "?" + request.url.query
         return Forwarded(
@@ -146,6 +143,22 @@ def create_app(
     app = Starlette(routes=routes, lifespan=lifespan)
     app.state.preparing = preparing
     return app
+
+
+def _mcp_url(request: Request) -> str:
+    """The URL of the proxy's MCP server as the client reached the proxy (behind a reverse
+    proxy, as its ``x-forwarded-proto`` and ``x-forwarded-host`` say); the path alone when the
+    host is none a URL may hold (it goes into the text the model reads)."""
+    headers = request.headers
+    scheme = headers.get("x-forwarded-proto", "").split(",")[0].strip()
+    host = headers.get("x-forwarded-host", "").split(",")[0].strip() or headers.get("host", "")
+    if scheme not in ("http", "https"):
+        scheme = request.url.scheme
+    return f"{scheme}://{host}{MCP_PATH}" if _HOST.fullmatch(host) else MCP_PATH
+
+
+_HOST = re.compile(r"[A-Za-z0-9.-]{1,253}(?::[0-9]{1,5})?|\[[0-9A-Fa-f:.]{2,45}\](?::[0-9]{1,5})?")
+"""A host and port as a URL holds them: a name or IPv4 address, or an IPv6 one in brackets."""
 
 
 def _upstream_request(http: httpx.AsyncClient, request: Request, url: str, body: bytes) -> httpx.Request:

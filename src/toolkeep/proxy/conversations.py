@@ -28,7 +28,7 @@ from ..session import _conversation_key as session_conversation_key
 from ..shorten import archive_key
 from ..stores import ArchiveStore
 from ..workspace import Workspace
-from .files import with_files
+from .files import WaysBack, with_files
 from .timeline import Timeline
 
 __all__ = ["Conversation", "Conversations", "conversation_key"]
@@ -47,6 +47,8 @@ class Conversation:
     key: str
     session: Session
     last_used: float
+    ways: WaysBack
+    """The way back each of its shortened results names."""
     requests: int = 0
     previous: dict[str, list[str]] = field(default_factory=dict)
     """The serialized segments of the last request, unmanaged and managed (for cache costs)."""
@@ -66,8 +68,11 @@ class Conversations:
         idle_seconds: float = 3_600.0,
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], float] = time.time,
+        remote_agents: bool = False,
     ) -> None:
         self.config = config
+        self.remote_agents = remote_agents
+        """True when the agents cannot read the proxy's files: shortened results name only tools."""
         self.workspace = workspace
         self.store = store
         self.max_conversations = max_conversations
@@ -96,7 +101,7 @@ class Conversations:
             self._expire(now, dropped)
             conversation = self._table.pop(key, None)
             if conversation is None:
-                conversation = Conversation(key, self._session(), now)
+                conversation = Conversation(key, self._session(), now, WaysBack(self.store, key))
                 self.started += 1
                 while len(self._table) >= self.max_conversations:
                     dropped.append(self._table.popitem(last=False)[1])

@@ -1,37 +1,167 @@
-"""Recall that never dangles: every result that may be shortened names a file the agent can open.
+"""A way back the agent has: every shortened result names one, and keeps its marker.
 
-An agent behind the proxy has no ``recall`` tool, so a ``<<ccr:KEY>>`` marker would name
-something it cannot redeem. :class:`PersistOnEntry` saves every result long enough to be
-shortened into the workspace's ``tool-results/`` when it enters the history (the file's name
-depends only on the call id and the text, as the budget's does), and records the path on the
-part without changing its text; every later form (cap, preview, truncation, summary) then
-carries ``[full output saved to PATH]``, which the agent opens with its own read tool.
-:func:`drop_markers` takes the markers out of what the proxy sends where a path stands beside
-them.
+Every shortened text carries ``<<ccr:KEY>>``, the key of its original in the proxy's store, and
+names a way back the agent behind the proxy really has, chosen when the text is first sent:
+
+- a recall tool the request declares, under the name the agent gives it (toolkeep's MCP server,
+  ``/toolkeep/mcp`` on the proxy, as ``mcp__toolkeep__recall``, ``mcp_toolkeep_recall``, ...;
+  see :func:`toolkeep.recall.recall_tool_name`):
+  ``[full output: call mcp__toolkeep__recall with key KEY] <<ccr:KEY>>``;
+- else a file the agent opens with its own read tool: :class:`PersistOnEntry` saves every result
+  long enough to be shortened into the workspace's ``tool-results/`` when it enters the history
+  (the file's name depends only on the call id and the text, as the budget's does) and records
+  the path on the part without changing its text, so every later form (cap, preview, trimmed,
+  summary) carries ``[full output saved to PATH] <<ccr:KEY>>``;
+- a proxy whose agents cannot read its files (``toolkeep proxy --remote-agents``) names no path:
+  without the tool, the text says where to get it,
+  ``[full output: connect the MCP server URL/toolkeep/mcp, then call its recall tool with key
+  KEY] <<ccr:KEY>>``.
+
+The forms are written with the saved path; :func:`name_ways_back` puts the way back chosen in
+its place in what the proxy sends (and before a marker that names none, as the request budget's
+``[result cleared] <<ccr:KEY>>``). The choice is made once per conversation and result
+(:class:`WaysBack`, kept in the store the replicas share), when the result is first sent
+shortened: the same text goes out in every later request, whatever the later requests declare,
+so the prompt cache keeps hitting.
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
 import re
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from ..formats import Format, validate
+from ..exceptions import StoreError
+from ..formats import Format, ToolSpec, validate
 from ..messages import History, Message, Part
+from ..recall import MCP_PATH, recall_tool_name
+from ..shorten import archive_key
 from ..steps import Step, StepContext
+from ..stores import ArchiveStore
 
 __all__ = [
+    "PATH",
     "PersistOnEntry",
-    "drop_markers",
+    "WaysBack",
     "keep_last_turn",
     "last_turn_start",
+    "name_ways_back",
+    "note",
     "previous_end",
+    "request_way",
     "with_files",
 ]
 
-_WAY_BACK = re.compile(r"(full output saved to [^\]\n]+\])(?: <<ccr:[0-9a-f]{16}>>)+")
-"""A saved-file reference and the markers toolkeep's forms put right after it."""
+PATH = "path"
+"""The way back of a result whose text names the file it was saved to."""
+_TOOL = "tool:"
+_MCP = "mcp:"
+
+_WAY_BACK = re.compile(
+    r"(full output saved to [^\]\n]+\]|\])( <<ccr:([0-9a-f]{16})>>(?: <<ccr:[0-9a-f]{16}>>)*)"
+)
+"""A saved file's reference, or any other note's closing bracket, and the markers toolkeep's forms
+put right after it; group 3 is the first marker's key (the result's own: the others are markers
+its original carried)."""
+
+
+def request_way(tools: Sequence[ToolSpec], remote_agents: bool, mcp_url: str | None = None) -> str:
+    """The way back for a result first sent shortened in a request that declares ``tools``: the
+    recall tool by its declared name, else (agents that cannot read the proxy's files) the MCP
+    server at ``mcp_url``, else the saved file (:data:`PATH`)."""
+    name = recall_tool_name(tools)
+    if name is not None:
+        return _TOOL + name
+    if remote_agents:
+        return _MCP + (mcp_url or MCP_PATH)
+    return PATH
+
+
+def note(way: str, key: str) -> str | None:
+    """The words of way back ``way`` for the original under ``key``, up to their closing bracket
+    (``None`` for :data:`PATH`: the saved file's reference stays)."""
+    if way.startswith(_TOOL):
+        return f"full output: call {way[len(_TOOL) :]} with key {key}]"
+    if way.startswith(_MCP):
+        return f"full output: connect the MCP server {way[len(_MCP) :]}, then call its recall tool with key {key}]"
+    return None
+
+
+def name_ways_back(prepared: Sequence[Any], original: Sequence[Any], way: Callable[[str], str]) -> list[Any]:
+    """``prepared`` with the way back ``way(KEY)`` says in the place of each saved file's reference
+    that a marker follows, and before each marker that follows another note, in the messages
+    toolkeep changed (those that are not the input's own objects); every marker stays, and the
+    text the client sent stays as it came. Pure for a given ``way``: the same input gives the
+    same output, so the prompt cache keeps hitting."""
+    kept = {id(m) for m in original}
+    return [m if id(m) in kept else _named(m, way) for m in prepared]
+
+
+def _named(value: Any, way: Callable[[str], str]) -> Any:
+    if isinstance(value, str):
+        if "<<ccr:" not in value:
+            return value
+        return _WAY_BACK.sub(lambda match: _way_text(match, way), value)
+    if isinstance(value, Mapping):
+        return {k: _named(v, way) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_named(v, way) for v in value]
+    return value
+
+
+def _way_text(match: re.Match[str], way: Callable[[str], str]) -> str:
+    before, markers, key = match.group(1), match.group(2), match.group(3)
+    words = note(way(key), key)
+    if words is None:
+        return match.group(0)
+    return f"] [{words}{markers}" if before == "]" else words + markers
+
+
+class WaysBack:
+    """The way back of each result of one conversation, chosen the first time it is asked for and
+    then kept: in memory, and in ``store`` (one small record per result, written once), where
+    every replica of the proxy, and this one after the conversation left its table, finds it."""
+
+    def __init__(self, store: ArchiveStore, conversation: str) -> None:
+        self.store = store
+        self.conversation = conversation
+        self.chosen: dict[str, str] = {}
+
+    def chooser(self, current: str) -> Callable[[str], str]:
+        """The way of each key: the one chosen before, else ``current`` (the request's), kept."""
+
+        def way(key: str) -> str:
+            found = self.chosen.get(key)
+            if found is None:
+                found = self._read(key)
+                if found is None:
+                    found = current
+                    self._write(key, found)
+                self.chosen[key] = found
+            return found
+
+        return way
+
+    def _record(self, key: str) -> str:
+        return archive_key(f"toolkeep-proxy-way-back\0{self.conversation}\0{key}")
+
+    def _read(self, key: str) -> str | None:
+        try:
+            text = self.store.get(self._record(key))
+            value = json.loads(text) if text is not None else None
+        except (StoreError, ValueError):
+            return None
+        found = value.get("way") if isinstance(value, dict) else None
+        return (
+            found if isinstance(found, str) and (found == PATH or found.startswith((_TOOL, _MCP))) else None
+        )
+
+    def _write(self, key: str, way: str) -> None:
+        with contextlib.suppress(StoreError):  # (then this process keeps it in memory alone)
+            self.store.put(self._record(key), json.dumps({"way": way}, separators=(",", ":")))
 
 
 class PersistOnEntry(Step):
@@ -73,25 +203,6 @@ def with_files(steps: Sequence[Step], min_chars: int) -> list[Step]:
     """``steps`` with :class:`PersistOnEntry` after pairing repair and the originals' restore
     (the first two steps of every named policy)."""
     return [*steps[:2], PersistOnEntry(min_chars), *steps[2:]]
-
-
-def drop_markers(prepared: Sequence[Any], original: Sequence[Any]) -> list[Any]:
-    """``prepared`` with the ``<<ccr:KEY>>`` markers that follow a saved file's reference taken
-    out (the file is the way back), in the messages toolkeep changed (those that are not the
-    input's own objects); markers in the text the client sent stay. Pure: the same input gives
-    the same output, so the prompt cache keeps hitting."""
-    kept = {id(m) for m in original}
-    return [m if id(m) in kept else _clean(m) for m in prepared]
-
-
-def _clean(value: Any) -> Any:
-    if isinstance(value, str):
-        return _WAY_BACK.sub(r"\1", value) if "<<ccr:" in value else value
-    if isinstance(value, Mapping):
-        return {k: _clean(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_clean(v) for v in value]
-    return value
 
 
 _CLIENT_ROLES = frozenset({"user", "system", "developer", "tool", "function"})

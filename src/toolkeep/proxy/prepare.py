@@ -24,7 +24,7 @@ from ..replay.cost import request_cost, request_segments, serialize_message
 from ..replay.tokens import TokenCounter, get_counter
 from ..requests import read_request
 from .conversations import Conversations
-from .files import drop_markers, keep_last_turn
+from .files import keep_last_turn, name_ways_back, request_way
 
 __all__ = ["Figures", "Outcome", "Preparer", "Totals"]
 
@@ -152,14 +152,16 @@ class Preparer:
         self.records = LiveRecords(conversations.config.policy, _COUNTER.unit)
         """Each conversation's requests, for the inspector's pages (``GET /toolkeep/``)."""
 
-    def prepare(self, route: str, body: bytes) -> Outcome:
-        """The body to send upstream for ``body``, never raising (see the module docstring)."""
+    def prepare(self, route: str, body: bytes, mcp_url: str | None = None) -> Outcome:
+        """The body to send upstream for ``body``, never raising (see the module docstring);
+        ``mcp_url`` is the proxy's MCP server as the client reaches it (named by agents that
+        cannot read the proxy's files and have no recall tool yet)."""
         try:
-            return self._prepare(route, body)
+            return self._prepare(route, body, mcp_url)
         except Exception as exc:  # fail open, whatever went wrong (RecursionError too): the line says what
             return Outcome(body, error=_reason(exc))
 
-    def _prepare(self, route: str, body: bytes) -> Outcome:
+    def _prepare(self, route: str, body: bytes, mcp_url: str | None) -> Outcome:
         past: list[Number] = []
 
         def number(literal: str) -> float:
@@ -194,7 +196,14 @@ class Preparer:
                     document, format=route, now=moment.time, cache=moment.cache
                 )
                 timeline.record(moment, session.cache_times(history))
-            out_history = keep_last_turn(drop_markers(prepared[request.key], history), history, fmt)
+            current = request_way(
+                get_format(request.format_name(route)).request_tools(document),
+                self.conversations.remote_agents,
+                mcp_url,
+            )
+            # (the last turn the client's own first: a way back is chosen when a text is sent)
+            kept = keep_last_turn(prepared[request.key], history, fmt)
+            out_history = name_ways_back(kept, history, conversation.ways.chooser(current))
             # the session hands back the very objects it left alone: one serialization each
             by_id = {id(m): text for m, text in zip(history, texts, strict=True)}
             changed = (
@@ -256,7 +265,7 @@ def _document(document: dict[str, Any], key: str, items: list[str]) -> str:
 
 def _system_text(document: dict[str, Any]) -> str | None:
     """The request's instructions as one string, for sizes and cache costs."""
-    for key in ("system", "instructions"):
+    for key in ("system", "instructions", "systemInstruction", "system_instruction"):
         if key in document:
             value = document[key]
             return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
