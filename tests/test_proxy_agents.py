@@ -36,7 +36,7 @@ from tests.upstream_server import SAVED, ScriptedUpstream
 from tests.upstream_tap import Tap
 from toolkeep.requests import validate_request
 
-PACKAGES = {"claude": "@anthropic-ai/claude-code", "codex": "@openai/codex"}
+PACKAGES = {"claude": "@anthropic-ai/claude-code", "codex": "@openai/codex", "gemini": "@google/gemini-cli"}
 FILES = 12
 FINISHED = {
     "direct": f"done: read {FILES} files; no shortened result named a file",
