@@ -196,6 +196,18 @@ def test_a_remote_mcp_server_that_is_toolkeeps_lends_its_recall_tool() -> None:
     assert mcp(server_label="kb", server_url="https://x.example/mcp") is None
 
 
+def test_codexs_namespaces_name_their_tools_as_codex_does() -> None:
+    namespace = {
+        "type": "namespace",
+        "name": "mcp__toolkeep",
+        "description": "toolkeep's tools",
+        "tools": FORMATS["openai-responses"].tool_definitions(recall.tool_specs()),
+    }
+    tools = get_format("openai-responses").request_tools({"tools": [namespace]})
+    assert [t.name for t in tools] == ["mcp__toolkeep__recall", "mcp__toolkeep__read_result"]
+    assert recall.recall_tool_name(tools) == "mcp__toolkeep__recall"
+
+
 # -- the text each route sends ------------------------------------------------------------------
 
 
@@ -531,6 +543,97 @@ def test_claude_codes_own_declaration_of_the_proxys_mcp_recall_is_recognised(
         )
         raw = json.dumps({**claude, "stream": False, "messages": read_history(5)}).encode()
         found = notes(_send(proxy.url, "anthropic", raw, upstream))
+    assert len(found) == 4
+    assert all(
+        note == f"full output: call mcp__toolkeep__recall with key {key}]" for key, note in found.items()
+    )
+
+
+def test_gemini_clis_own_declaration_of_the_proxys_mcp_recall_is_recognised(
+    tmp_path: Path, gemini: Any
+) -> None:
+    """Real Gemini CLI, with the proxy's /toolkeep/mcp among its MCP servers, sends its requests
+    through the proxy: it declares the recall tool as ``mcp_toolkeep_recall`` (its schema as
+    ``parametersJsonSchema``), and a long history sent with those very tools gets texts that
+    name it."""
+    import os
+    import subprocess
+
+    from tests.test_proxy_agents import agent_binary
+    from tests.upstream_proxy import ProxyProcess
+
+    home, project = tmp_path / "home", tmp_path / "project"
+    (home / ".gemini").mkdir(parents=True)
+    project.mkdir()
+    with ProxyProcess("--gemini-upstream", gemini.url, "--workspace", str(tmp_path / "ws")) as proxy:
+        settings = {
+            "mcpServers": {"toolkeep": {"httpUrl": f"{proxy.url}/toolkeep/mcp", "trust": True}},
+            "security": {"auth": {"selectedType": "gemini-api-key"}},
+        }
+        (home / ".gemini" / "settings.json").write_text(json.dumps(settings))
+        env = {**os.environ, "HOME": str(home), "GEMINI_API_KEY": "k", "GOOGLE_GEMINI_BASE_URL": proxy.url,
+               "GEMINI_CLI_TRUST_WORKSPACE": "true", "GEMINI_CLI_NO_RELAUNCH": "1"}  # fmt: skip
+        # (a model named: no routing requests, which want JSON the scripted upstream does not write)
+        command = [
+            agent_binary("gemini"),
+            "-p",
+            "say hi",
+            "-m",
+            "gemini-2.5-flash",
+            "--output-format",
+            "text",
+        ]
+        done = subprocess.run(command, cwd=project, env=env, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr
+        agent = [r for r in gemini.requests() if r["path"].endswith(":streamGenerateContent")][-1]
+        assert agent["query"] == "alt=sse"
+        cli = json.loads(agent["body"])
+        assert recall.recall_tool_name(get_format("gemini").request_tools(cli)) == "mcp_toolkeep_recall"
+        raw = json.dumps({**cli, "contents": to_format(read_history(5), "gemini")}).encode()
+        found = notes(_send(proxy.url, "gemini", raw, gemini))
+    assert len(found) == 4
+    assert all(
+        note == f"full output: call mcp_toolkeep_recall with key {key}]" for key, note in found.items()
+    )
+
+
+def test_codexs_own_declaration_of_the_proxys_mcp_recall_is_recognised(tmp_path: Path, upstream: Any) -> None:
+    """Real Codex, with the proxy's /toolkeep/mcp among its MCP servers, sends its requests through
+    the proxy: it declares the server's tools in a namespace, ``mcp__toolkeep``, and a long
+    history sent with those very tools gets texts that name ``mcp__toolkeep__recall``."""
+    import os
+    import subprocess
+
+    from tests.test_proxy_agents import agent_binary
+    from tests.upstream_proxy import ProxyProcess
+
+    home, project = tmp_path / "home", tmp_path / "project"
+    home.mkdir()
+    project.mkdir()
+    with ProxyProcess("--openai-upstream", upstream.url, "--workspace", str(tmp_path / "ws")) as proxy:
+        (home / "config.toml").write_text(
+            'model = "scripted-model"\nmodel_provider = "scripted"\n\n[model_providers.scripted]\n'
+            f'name = "scripted"\nbase_url = "{proxy.url}/v1"\nenv_key = "SCRIPTED_API_KEY"\nwire_api = "responses"\n\n'
+            f'[mcp_servers.toolkeep]\nurl = "{proxy.url}/toolkeep/mcp"\n'
+        )
+        env = {**os.environ, "CODEX_HOME": str(home), "HOME": str(home), "SCRIPTED_API_KEY": "sk-dummy"}
+        command = [
+            agent_binary("codex"),
+            "exec",
+            "--skip-git-repo-check",
+            "-s",
+            "danger-full-access",
+            "say hi",
+        ]
+        upstream.clear()
+        done = subprocess.run(command, cwd=project, env=env, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr
+        codex = json.loads([r for r in upstream.requests() if r["path"] == "/v1/responses"][-1]["body"])
+        tools = get_format("openai-responses").request_tools(codex)
+        assert recall.recall_tool_name(tools) == "mcp__toolkeep__recall"
+        history = to_format(read_history(5), "openai-responses")
+        raw = json.dumps({**codex, "stream": False, "input": history}).encode()
+        found = notes(_send(proxy.url, "openai-responses", raw, upstream))
     assert len(found) == 4
     assert all(
         note == f"full output: call mcp__toolkeep__recall with key {key}]" for key, note in found.items()

@@ -487,7 +487,9 @@ class OpenAIResponsesFormat(Format):
         ]
 
     def request_tools(self, request: Mapping[str, Any]) -> list[ToolSpec]:
-        """The ``function`` tools of ``tools`` (``name``, ``description``, ``parameters``), and
+        """The ``function`` tools of ``tools`` (``name``, ``description``, ``parameters``), those of
+        each ``namespace`` (``{"type": "namespace", "name": "mcp__toolkeep", "tools": [...]}``,
+        as Codex sends an MCP server's tools: each named ``mcp__toolkeep__recall``), and
         the tools of each remote MCP server (``{"type": "mcp", "server_label", "server_url",
         "allowed_tools"}``, which the provider calls itself), each with :attr:`ToolSpec.server`
         set: one per allowed tool name, or one named ``""`` (any tool the server lists) when the
@@ -502,13 +504,14 @@ class OpenAIResponsesFormat(Format):
                 spec = declared_tool(t.get("name"), t.get("description"), t.get("parameters"))
                 if spec is not None:
                     found.append(spec)
-            elif kind == "namespace" and isinstance(t.get("name"), str) and t["name"]:
-                for inner in mappings_in(t.get("tools")):
-                    name = inner.get("name")
-                    if inner.get("type") == "function" and isinstance(name, str) and name:
-                        spec = declared_tool(
-                            f"{t['name']}__{name}", inner.get("description"), inner.get("parameters")
-                        )
+            elif kind == "namespace" and isinstance(t.get("name"), str):
+                # Codex groups an MCP server's tools: namespace "mcp__toolkeep", function "recall",
+                # which it names mcp__toolkeep__recall
+                prefix = t["name"] if t["name"].endswith("__") else t["name"] + "__"
+                for f in mappings_in(t.get("tools")):
+                    name = f.get("name")
+                    if f.get("type") == "function" and isinstance(name, str) and name:
+                        spec = declared_tool(prefix + name, f.get("description"), f.get("parameters"))
                         if spec is not None:
                             found.append(spec)
             elif kind == "mcp":

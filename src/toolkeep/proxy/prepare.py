@@ -1,7 +1,8 @@
 """What the proxy does to one request body: prepare its history, or forward it untouched.
 
-Only the history (``messages`` / ``input``) is prepared, through the request-object path of
-:meth:`toolkeep.Session.prepare`; every other field is the very value it was. Fail open: when
+Only the history (``messages`` / ``input`` / ``contents``) is prepared, through the request-object
+path of :meth:`toolkeep.Session.prepare`, and each shortened result in it names the way back the
+request's tools give (:mod:`.files`); every other field is the very value it was. Fail open: when
 the body is no JSON request object, or preparing it fails for any reason, the original bytes are
 forwarded and :attr:`Outcome.error` says why (the caller logs it in one line). A body that
 holds a number past a float's range (``1e400``, valid JSON) or a name JSON does not have
