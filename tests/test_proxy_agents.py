@@ -144,6 +144,42 @@ def after_last_read(requests: list[dict[str, Any]]) -> dict[str, Any]:
     return next(r for r in requests if last in r["body"])
 
 
+def live_pages(url: str) -> dict[str, Any]:
+    """What the proxy's inspector shows of the agent's run, read while the proxy still runs: the
+    listed conversations, and the busiest one's page opened in a real headless Chromium (its
+    errors, the requests it made, its request count, and the first shortened result opened)."""
+    import re
+
+    import httpx
+
+    from toolkeep.inspector.chromium import Chromium, find_chromium
+
+    listing = httpx.get(f"{url}/toolkeep/", timeout=30).text
+    keys = re.findall(r"href='/toolkeep/c/([0-9a-f]+)'", listing)
+    if find_chromium() is None:
+        if _required():
+            pytest.fail("CI must open the proxy's inspector in chromium, but chromium is absent")
+        return {"keys": keys, "skipped": "chromium is not installed (apt-get install chromium)"}
+    pages: list[dict[str, Any]] = []
+    with Chromium(1280, 900) as browser:
+        for key in keys:
+            page = browser.open(f"{url}/toolkeep/c/{key}")
+            turns = page.evaluate(
+                "JSON.parse(document.querySelector(\"[data-k='sessions.0.turns']\")?.dataset.v ?? '0')"
+            )
+            opened = None
+            if turns >= FILES and page.evaluate("document.querySelectorAll('button[data-open]').length"):
+                page.click("button[data-open]")
+                original = page.wait_for("document.querySelector('tr.panel pre.original')?.textContent")
+                seen = page.evaluate("document.querySelector('tr.panel pre.seen').textContent")
+                opened = {"original": original, "seen": seen}
+            pages.append(
+                {"key": key, "url": f"{url}/toolkeep/c/{key}", "errors": list(page.errors),
+                 "requests": list(page.requests), "turns": turns, "opened": opened}
+            )  # fmt: skip
+    return {"keys": keys, "pages": pages}
+
+
 @pytest.fixture(scope="module", params=["claude", "codex"])
 def runs(
     request: pytest.FixtureRequest, big_files: list[Path], tmp_path_factory: pytest.TempPathFactory
@@ -174,6 +210,7 @@ def runs(
                     tap = Tap(host, int(port))
                     result = run(binary, tap.url, home, project)
                     tap.close()
+                    out["live"] = live_pages(proxy.url)
                 out["proxy_log"] = proxy.stderr()
                 out["workspace"] = workspace
             out[mode] = {
@@ -238,3 +275,20 @@ def test_responses_reach_the_agent_byte_identical(runs: dict[str, Any]) -> None:
     assert sent == received
     streamed = [r for r in runs["proxy"]["agent"] if r["json"].get("stream")]
     assert len(streamed) >= FILES  # the agent's turns were streams
+
+
+def test_the_proxys_inspector_shows_the_agents_run(runs: dict[str, Any]) -> None:
+    """``GET /toolkeep/`` lists the agent's conversation; its page loads in Chromium with no error
+    and no request but its own, counts the agent's requests, and opens a shortened result's
+    original beside what the model saw."""
+    live = runs["live"]
+    assert live["keys"], "the proxy's inspector lists no conversation"
+    if "skipped" in live:
+        pytest.skip(live["skipped"])
+    for page in live["pages"]:
+        assert page["errors"] == [] and page["requests"] == [page["url"]], page
+    main = max(live["pages"], key=lambda p: p["turns"])
+    assert main["turns"] >= FILES
+    assert main["opened"] is not None, "no shortened result can be opened on the page"
+    assert "SENTINEL-" in main["opened"]["original"] or "function_" in main["opened"]["original"]
+    assert len(main["opened"]["seen"]) < len(main["opened"]["original"])
