@@ -13,7 +13,18 @@ from typing import Any
 
 from ..exceptions import DetectionError, FormatError
 from . import _sdk
-from ._base import MESSAGE_CHARS_SLACK, Answer, CallIdRule, Format, FormatRules, ToolCall, ToolSpec, Violation
+from ._base import (
+    MESSAGE_CHARS_SLACK,
+    Answer,
+    CallIdRule,
+    Format,
+    FormatRules,
+    ProviderAPI,
+    RequestShape,
+    ToolCall,
+    ToolSpec,
+    Violation,
+)
 from .anthropic import AnthropicFormat
 from .bedrock import BedrockFormat
 from .gemini import GeminiFormat
@@ -28,6 +39,8 @@ __all__ = [
     "CallIdRule",
     "Format",
     "FormatRules",
+    "ProviderAPI",
+    "RequestShape",
     "ToolCall",
     "ToolSpec",
     "Violation",
