@@ -17,13 +17,13 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..costs import request_cost, request_segments, serialize_message
 from ..formats import get_format
 from ..inspector.live import LiveRecords
 from ..jsonnumbers import Number, parse_float, refuse_constant
 from ..pricing import Pricing, resolve_pricing
-from ..replay.cost import request_cost, request_segments, serialize_message
-from ..replay.tokens import TokenCounter, get_counter
 from ..requests import read_request, system_text
+from ..tokens import TokenCounter, get_counter
 from .conversations import Conversations
 from .files import keep_last_turn, name_ways_back, request_way
 
