@@ -64,7 +64,7 @@ from ._base import (
     object_chars,
 )
 
-__all__ = ["AnthropicFormat", "replace_text_content", "result_text"]
+__all__ = ["ANTHROPIC_API", "AnthropicFormat", "replace_text_content", "result_text"]
 
 _ROLES = ("user", "assistant", "system")
 _DISTINCT_BLOCKS = {

@@ -55,7 +55,7 @@ from ._base import (
     results_in_next_user,
 )
 
-__all__ = ["GeminiFormat"]
+__all__ = ["GEMINI_API", "GeminiFormat"]
 
 _CALL_KEYS = ("functionCall", "function_call")
 _RESPONSE_KEYS = ("functionResponse", "function_response")

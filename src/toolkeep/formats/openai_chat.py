@@ -38,7 +38,7 @@ from ._base import (
     object_chars,
 )
 
-__all__ = ["OpenAIChatFormat", "content_text", "function_tools"]
+__all__ = ["OPENAI_API", "OpenAIChatFormat", "content_text", "function_tools"]
 
 _ROLES = ("system", "developer", "user", "assistant", "tool", "function")
 
