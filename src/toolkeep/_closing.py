@@ -1,26 +1,9 @@
-"""One piece of context-manager plumbing for everything toolkeep hands out that must be closed."""
+""":mod:`toolkeep.closing` under its former, private name, for the modules that still import it
+from here (``session``, ``workspace``, ``stores``): they switch with the session split, and this
+module goes then."""
 
 from __future__ import annotations
 
-from types import TracebackType
-from typing import Self
+from .closing import Closing
 
 __all__ = ["Closing"]
-
-
-class Closing:
-    """``with obj:`` calls ``obj.close()`` at the end; subclasses define :meth:`close`."""
-
-    def close(self) -> None:
-        """Release what the object holds. Safe to call more than once."""
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()

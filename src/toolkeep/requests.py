@@ -27,37 +27,67 @@ new since then: its outputs may answer calls that only the server has, so its in
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from .exceptions import FormatError
-from .formats import Format, Violation, validate
-from .formats.openai_responses import OpenAIResponsesFormat
+from .formats import FORMATS, Format, RequestShape, Violation, validate
 from .report import Report
 
 __all__ = [
     "CONTINUING_KEYS",
     "EXTRA_KEYS",
     "HISTORY_KEYS",
+    "SYSTEM_KEYS",
     "PreparedRequest",
     "Request",
     "read_request",
+    "system_text",
     "validate_request",
 ]
 
-HISTORY_KEYS: dict[str, str | None] = {"messages": None, "input": "openai-responses", "contents": "gemini"}
-"""The key that holds a request's history, and the format it implies (``None``: detected)."""
-_TEXT_KEYS = ("input", "contents")
+_SHAPES: dict[str, RequestShape] = {f.name: f.request for f in FORMATS.values() if f.request is not None}
+"""Each format's request shape (:attr:`toolkeep.formats.Format.request`), by format name: what
+this module knows of a request body, it reads there."""
+
+
+def _keys(field: str) -> tuple[str, ...]:
+    """The keys every request shape names under ``field``, in the formats' order, once each."""
+    return tuple(dict.fromkeys(key for shape in _SHAPES.values() for key in getattr(shape, field)))
+
+
+def _history_keys() -> dict[str, str | None]:
+    by_key: dict[str, list[str]] = {}
+    for name, shape in _SHAPES.items():
+        by_key.setdefault(shape.history_key, []).append(name)
+    return {key: names[0] if len(names) == 1 else None for key, names in by_key.items()}
+
+
+HISTORY_KEYS: dict[str, str | None] = _history_keys()
+"""The key that holds a request's history, and the format it implies (``None``: detected, the
+key being shared by several formats)."""
+_TEXT_KEYS = tuple(dict.fromkeys(s.history_key for s in _SHAPES.values() if s.text_history))
 """History keys whose value may be a plain string instead of a list."""
-EXTRA_KEYS = ("system", "instructions", "systemInstruction", "system_instruction", "tools", "toolConfig")
+SYSTEM_KEYS = _keys("system_keys")
+"""Keys of a request's system prompt (Anthropic, Bedrock Converse, OpenAI Responses, Gemini REST
+and google-genai)."""
+EXTRA_KEYS = SYSTEM_KEYS + _keys("tools_keys")
 """Keys of a request's system prompt and tool definitions (Anthropic, Bedrock Converse, OpenAI
 Chat and Responses, Gemini REST): what the request budget counts beside the history."""
-CONTINUING_KEYS = ("previous_response_id", "conversation")
+CONTINUING_KEYS = _keys("continuation_keys")
 """Keys of a Responses request that continues state kept on the server, when set."""
-
-_CONTINUED = OpenAIResponsesFormat(previous_response=True)
-"""One instance for every continued request, so that a session sees the same format each time."""
+_CONTINUING_BY_KEY: dict[str, tuple[str, ...]] = {
+    key: tuple(
+        dict.fromkeys(k for s in _SHAPES.values() if s.history_key == key for k in s.continuation_keys)
+    )
+    for key in HISTORY_KEYS
+}
+_CONFIGS: tuple[tuple[str, tuple[str, ...]], ...] = tuple(
+    dict.fromkeys((s.config_key, s.config_keys) for s in _SHAPES.values() if s.config_key is not None)
+)
+"""An SDK call's configuration object's key, and the keys in it :meth:`Request.extras` counts."""
 
 
 class PreparedRequest(NamedTuple):
@@ -86,8 +116,10 @@ class Request:
         if isinstance(requested, Format):
             return requested
         name = (HISTORY_KEYS[self.key] or requested) if requested == "auto" else requested
-        if name == "openai-responses" and self.continues:
-            return _CONTINUED
+        if self.continues and name in FORMATS:
+            continuing = FORMATS[name].continuing()
+            if continuing is not FORMATS[name]:
+                return continuing
         return name
 
     def format_name(self, requested: str | Format = "auto") -> str:
@@ -99,11 +131,12 @@ class Request:
         definitions and system prompt, under the keys of :data:`EXTRA_KEYS` (and those of a
         google-genai ``config``), each as it is."""
         found = [self.body[k] for k in EXTRA_KEYS if self.body.get(k) is not None]
-        config = self.body.get("config")
-        for key in ("system_instruction", "tools"):
-            value = config.get(key) if isinstance(config, Mapping) else getattr(config, key, None)
-            if value is not None:
-                found.append(value)
+        for config_key, keys in _CONFIGS:
+            config = self.body.get(config_key)
+            for key in keys:
+                value = config.get(key) if isinstance(config, Mapping) else getattr(config, key, None)
+                if value is not None:
+                    found.append(value)
         return tuple(found)
 
     def with_history(self, history: Any) -> dict[str, Any]:
@@ -134,8 +167,18 @@ def read_request(body: Mapping[str, Any]) -> Request:
     else:
         allowed = "a list or a string" if key in _TEXT_KEYS else "a list of messages"
         raise FormatError(f"the request's {key!r} must be {allowed}, got {type(value).__name__}", field=key)
-    continues = key == "input" and any(body.get(k) is not None for k in CONTINUING_KEYS)
+    continues = any(body.get(k) is not None for k in _CONTINUING_BY_KEY[key])
     return Request(body, key, history, continues)
+
+
+def system_text(body: Mapping[str, Any]) -> str | None:
+    """The system prompt of request object ``body`` as one string (its JSON when it is no
+    string), under the first of :data:`SYSTEM_KEYS` it has; ``None`` when it has none."""
+    for key in SYSTEM_KEYS:
+        if key in body:
+            value = body[key]
+            return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    return None
 
 
 def validate_request(body: Mapping[str, Any], format: str | Format = "auto") -> list[Violation]:

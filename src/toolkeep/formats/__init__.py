@@ -13,7 +13,28 @@ from typing import Any
 
 from ..exceptions import DetectionError, FormatError
 from . import _sdk
-from ._base import MESSAGE_CHARS_SLACK, Answer, CallIdRule, Format, FormatRules, ToolCall, ToolSpec, Violation
+
+# ``_base`` and ``_sdk`` are this package's own: what other packages use of them (an adapter's
+# pieces, the sizes and texts steps and policies share with the formats) is handed on here.
+from ._base import (
+    CONTINUE_TEXT,
+    MESSAGE_CHARS_SLACK,
+    Answer,
+    CallIdRule,
+    Format,
+    FormatRules,
+    ProviderAPI,
+    RequestShape,
+    ToolCall,
+    ToolSpec,
+    Violation,
+    blank_text,
+    changed_arguments,
+    input_chars,
+    results_in_next_user,
+    text_chars,
+)
+from ._sdk import has_objects, plain_view
 from .anthropic import AnthropicFormat
 from .bedrock import BedrockFormat
 from .gemini import GeminiFormat
@@ -22,18 +43,28 @@ from .openai_chat import OpenAIChatFormat
 from .openai_responses import OpenAIResponsesFormat
 
 __all__ = [
+    "CONTINUE_TEXT",
     "FORMATS",
     "MESSAGE_CHARS_SLACK",
     "Answer",
     "CallIdRule",
     "Format",
     "FormatRules",
+    "ProviderAPI",
+    "RequestShape",
     "ToolCall",
     "ToolSpec",
     "Violation",
+    "blank_text",
+    "changed_arguments",
     "detect_format",
     "get_format",
+    "has_objects",
+    "input_chars",
+    "plain_view",
     "resolve_format",
+    "results_in_next_user",
+    "text_chars",
     "validate",
 ]
 

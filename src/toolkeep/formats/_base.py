@@ -21,6 +21,8 @@ __all__ = [
     "CallIdRule",
     "Format",
     "FormatRules",
+    "ProviderAPI",
+    "RequestShape",
     "ToolCall",
     "ToolMessageRules",
     "ToolSpec",
@@ -29,6 +31,7 @@ __all__ = [
     "blocks_chars",
     "check_tool_messages",
     "declared_tool",
+    "exact_path",
     "expect_mapping",
     "field_of",
     "input_chars",
@@ -167,6 +170,59 @@ class FormatRules:
 
 
 @dataclass(frozen=True)
+class ProviderAPI:
+    """A provider's HTTP API as a proxy tells its requests apart: one object per provider,
+    shared by the formats it serves (OpenAI's Chat Completions and Responses)."""
+
+    name: str
+    """The provider's name (``anthropic``, ``gemini``, ``openai``): its upstream's setting."""
+    upstream: str
+    """The base URL its requests go to unless told another."""
+    paths: re.Pattern[str] | None
+    """Matches the paths that are its own (a match from the start); ``None``: the default
+    provider, which claims no path of its own (the widest range of paths, and the compatible
+    servers)."""
+    headers: tuple[str, ...] = ()
+    """Request headers (lower case) only its clients send."""
+
+
+@dataclass(frozen=True)
+class RequestShape:
+    """Where a provider's request body keeps what toolkeep reads: one object per format that is
+    a provider's request (a format of a framework's message objects has none)."""
+
+    history_key: str
+    """The key holding the history (``messages``, ``input``, ``contents``); a key only one format
+    uses names that format, a key several share leaves it to detection."""
+    text_history: bool = False
+    """The history may be a plain string, which the API takes as one user turn."""
+    system_keys: tuple[str, ...] = ()
+    """Keys of the request's system prompt, beside the history."""
+    tools_keys: tuple[str, ...] = ()
+    """Keys of the request's tool definitions."""
+    config_key: str | None = None
+    """The key of an SDK call's configuration object (google-genai's ``config``), if any."""
+    config_keys: tuple[str, ...] = ()
+    """The system prompt's and tools' keys (or attributes) inside :attr:`config_key`."""
+    continuation_keys: tuple[str, ...] = ()
+    """Keys that, when set, make the request continue state kept on the server: its history
+    holds only what is new since then (read with :meth:`Format.continuing`)."""
+    client_roles: frozenset[str] = frozenset()
+    """Roles of the history items the client writes (the rest are the model's)."""
+    client_item_suffix: str | None = None
+    """How the type of a role-less item the client writes ends (Responses' ``*_output``)."""
+    api: ProviderAPI | None = None
+    """The provider's API the request is sent to."""
+    route: re.Pattern[str] | None = None
+    """The path (a whole match) of the ``POST`` request whose body holds such a history."""
+
+
+def exact_path(path: str) -> re.Pattern[str]:
+    """A pattern matching ``path`` and nothing else."""
+    return re.compile(re.escape(path))
+
+
+@dataclass(frozen=True)
 class ToolSpec:
     """A tool as every provider describes it, before it is put in one provider's schema."""
 
@@ -226,6 +282,14 @@ class Format(ABC):
     """What the provider accepts and what this adapter can do; every step reads it."""
     native_objects: ClassVar[bool] = False
     """True when ``load``/``dump`` read and give back SDK objects themselves (LangChain)."""
+    request: ClassVar[RequestShape | None] = None
+    """Where a provider's request body holds this format's history, system prompt and tools, and
+    where the request goes; ``None`` for a format that is no provider's request (LangChain)."""
+
+    def continuing(self) -> Format:
+        """The format to read the history of a request that continues state kept on the server
+        (:attr:`RequestShape.continuation_keys` set) with; here, this one."""
+        return self
 
     def load_message(self, index: int, raw: Any) -> Message:
         """The neutral form of one message (formats whose rules say ``per_message``)."""

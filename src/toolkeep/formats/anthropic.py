@@ -35,6 +35,7 @@ no ``tool_result``, and its result answers no ``tool_use``."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -45,12 +46,15 @@ from ._base import (
     CallIdRule,
     Format,
     FormatRules,
+    ProviderAPI,
+    RequestShape,
     ToolCall,
     ToolSpec,
     Violation,
     blank_text,
     changed_arguments,
     declared_tool,
+    exact_path,
     expect_mapping,
     field_of,
     input_chars,
@@ -60,7 +64,7 @@ from ._base import (
     object_chars,
 )
 
-__all__ = ["AnthropicFormat", "replace_text_content", "result_text"]
+__all__ = ["ANTHROPIC_API", "AnthropicFormat", "replace_text_content", "result_text"]
 
 _ROLES = ("user", "assistant", "system")
 _DISTINCT_BLOCKS = {
@@ -112,10 +116,28 @@ _ID_RULE = CallIdRule(
 )
 
 
+ANTHROPIC_API = ProviderAPI(
+    "anthropic",
+    "https://api.anthropic.com",
+    re.compile(r"/v1/messages(?:/|$)"),
+    ("anthropic-version", "x-api-key"),
+)
+"""Anthropic's API: its paths, and the headers its clients send (Claude Code's ``GET
+/v1/models`` is told apart by them)."""
+
+
 class AnthropicFormat(Format):
     """Anthropic Messages API ``messages`` (dicts, as the SDK's ``MessageParam`` TypedDicts)."""
 
     name = "anthropic"
+    request = RequestShape(
+        "messages",
+        system_keys=("system",),
+        tools_keys=("tools",),
+        client_roles=frozenset({"user", "system"}),
+        api=ANTHROPIC_API,
+        route=exact_path("/v1/messages"),
+    )
     rules = FormatRules(
         unique_call_ids=True,
         grouped_results=True,

@@ -51,6 +51,7 @@ from ._base import (
     CallIdRule,
     Format,
     FormatRules,
+    RequestShape,
     ToolCall,
     ToolSpec,
     Violation,
@@ -108,6 +109,10 @@ class BedrockFormat(Format):
     """Bedrock Converse ``messages`` (dicts, as boto3 takes them)."""
 
     name = "bedrock"
+    request = RequestShape(
+        "messages", system_keys=("system",), tools_keys=("toolConfig",), client_roles=frozenset({"user"})
+    )
+    """Converse's request (boto3's keyword arguments): no route, the proxy serves no Bedrock API."""
     rules = FormatRules(
         unique_call_ids=True,
         grouped_results=True,

@@ -26,6 +26,7 @@ history that was valid comes back unchanged).
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
@@ -36,6 +37,8 @@ from ._base import (
     Answer,
     Format,
     FormatRules,
+    ProviderAPI,
+    RequestShape,
     ToolCall,
     ToolSpec,
     Violation,
@@ -52,7 +55,7 @@ from ._base import (
     results_in_next_user,
 )
 
-__all__ = ["GeminiFormat"]
+__all__ = ["GEMINI_API", "GeminiFormat"]
 
 _CALL_KEYS = ("functionCall", "function_call")
 _RESPONSE_KEYS = ("functionResponse", "function_response")
@@ -90,10 +93,36 @@ def response_text(response: Any) -> tuple[str, bool, str | None]:
     return json.dumps(response, ensure_ascii=False), False, None
 
 
+GEMINI_API = ProviderAPI(
+    "gemini",
+    "https://generativelanguage.googleapis.com",
+    # every path of the Gemini API is versioned v1beta or v1alpha (uploads under /upload/),
+    # but for its v1 models and tuned models, called as ``name:method``
+    re.compile(r"(?:/upload)?/v1(?:alpha|beta)\d*/|/v1/(?:models|tunedModels)/[^/]+:"),
+    ("x-goog-api-key",),
+)
+"""The Gemini API (``generativelanguage.googleapis.com``)."""
+
+
 class GeminiFormat(Format):
     """Gemini ``contents`` (dicts in camelCase or snake_case; SDK objects through ``_sdk``)."""
 
     name = "gemini"
+    request = RequestShape(
+        "contents",
+        text_history=True,
+        system_keys=("systemInstruction", "system_instruction"),
+        tools_keys=("tools",),
+        config_key="config",
+        config_keys=("system_instruction", "tools"),
+        client_roles=frozenset({"user", "function"}),
+        api=GEMINI_API,
+        route=re.compile(
+            r"/v1(?:alpha|beta\d*)?/(?:models|tunedModels)/[^/:]+:(?:generateContent|streamGenerateContent)"
+        ),
+    )
+    """``generateContent`` over REST (``systemInstruction``) and google-genai's
+    ``generate_content`` arguments (``config`` holding ``system_instruction`` and ``tools``)."""
     rules = FormatRules(grouped_results=True, editable_arguments=True, pricing="gemini")
 
     def detect(self, messages: Sequence[Any]) -> int:

@@ -17,6 +17,8 @@ from ._base import (
     CallIdRule,
     Format,
     FormatRules,
+    ProviderAPI,
+    RequestShape,
     ToolCall,
     ToolMessageRules,
     ToolSpec,
@@ -26,6 +28,7 @@ from ._base import (
     changed_arguments,
     check_tool_messages,
     declared_tool,
+    exact_path,
     expect_mapping,
     field_of,
     input_chars,
@@ -35,7 +38,7 @@ from ._base import (
     object_chars,
 )
 
-__all__ = ["OpenAIChatFormat", "content_text", "function_tools"]
+__all__ = ["OPENAI_API", "OpenAIChatFormat", "content_text", "function_tools"]
 
 _ROLES = ("system", "developer", "user", "assistant", "tool", "function")
 
@@ -63,10 +66,23 @@ _ID_RULE = CallIdRule(
 )
 
 
+OPENAI_API = ProviderAPI("openai", "https://api.openai.com", None)
+"""OpenAI's API, the default provider: it claims no path of its own (it has the widest range of
+paths, and the OpenAI-compatible servers share them), and its clients send no header of their
+own."""
+
+
 class OpenAIChatFormat(Format):
     """OpenAI Chat Completions ``messages`` (dicts, as the SDK's ``ChatCompletionMessageParam``)."""
 
     name = "openai-chat"
+    request = RequestShape(
+        "messages",
+        tools_keys=("tools",),
+        client_roles=frozenset({"user", "system", "developer", "tool", "function"}),
+        api=OPENAI_API,
+        route=exact_path("/v1/chat/completions"),
+    )
     rules = FormatRules(call_id_rule=_ID_RULE, per_message=True, editable_arguments=True, pricing="openai")
 
     def detect(self, messages: Sequence[Any]) -> int:

@@ -55,6 +55,7 @@ from ._base import (
     Answer,
     Format,
     FormatRules,
+    RequestShape,
     ToolCall,
     ToolSpec,
     Violation,
@@ -62,6 +63,7 @@ from ._base import (
     blocks_chars,
     changed_arguments,
     declared_tool,
+    exact_path,
     expect_mapping,
     field_of,
     input_chars,
@@ -70,6 +72,7 @@ from ._base import (
     object_chars,
     results_as_tool_messages,
 )
+from .openai_chat import OPENAI_API
 
 __all__ = ["OpenAIResponsesFormat", "outputs_only"]
 
@@ -163,6 +166,17 @@ class OpenAIResponsesFormat(Format):
     """OpenAI Responses API ``input`` items (dicts, as the SDK's ``ResponseInputItemParam``)."""
 
     name = "openai-responses"
+    request = RequestShape(
+        "input",
+        text_history=True,
+        system_keys=("instructions",),
+        tools_keys=("tools",),
+        continuation_keys=("previous_response_id", "conversation"),
+        client_roles=frozenset({"user", "system", "developer"}),
+        client_item_suffix="_output",
+        api=OPENAI_API,
+        route=exact_path("/v1/responses"),
+    )
     rules = FormatRules(
         unique_call_ids=True,
         editable_arguments=True,
@@ -178,6 +192,11 @@ class OpenAIResponsesFormat(Format):
         answers a stored call, so it is carried untouched instead of removed as an orphan; calls
         and outputs the input does hold are paired as usual. Pass
         ``OpenAIResponsesFormat(previous_response=True)`` as ``format=`` for such requests."""
+
+    def continuing(self) -> Format:
+        """The format of a request that continues stored state: one instance for every such
+        request, so that a session sees the same format each time."""
+        return _CONTINUED
 
     def detect(self, messages: Sequence[Any]) -> int:
         score = 1
@@ -655,3 +674,7 @@ def _result_chars(p: ToolResultPart) -> int:
 
 _NEW_CALL = {"type": "function_call"}
 _NEW_OUTPUT = {"type": "function_call_output"}
+
+
+_CONTINUED = OpenAIResponsesFormat(previous_response=True)
+"""The format of every Responses request that continues state kept on the server."""

@@ -11,9 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..costs import RequestCost
 from ..formats import get_format
 from ..messages import History, ToolCallPart, ToolResultPart
-from ..replay.cost import RequestCost
 from ..replay.importers import RecordedSession
 from ..replay.replay import RequestTrace
 from ..report import Cut

@@ -17,8 +17,8 @@ from collections.abc import Sequence
 from html import escape
 from typing import Any
 
+from ..costs import RequestCost
 from ..pricing import Pricing
-from ..replay.cost import RequestCost
 from ..replay.importers import RecordedSession
 from ..replay.replay import RESULT_COUNTS, ReplayResult, RequestTrace, Side, combine
 from ..report import REPAIR_KINDS, Report

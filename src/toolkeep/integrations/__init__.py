@@ -19,7 +19,7 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
-from .._closing import Closing
+from ..closing import Closing
 from ..config import Config
 from ..session import Session
 

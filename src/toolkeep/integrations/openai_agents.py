@@ -40,8 +40,7 @@ from typing import Any
 
 from ..config import Config
 from ..dispatch import declared_cap
-from ..formats import Format, get_format
-from ..formats._sdk import plain_view
+from ..formats import Format, get_format, plain_view
 from ..formats.openai_responses import OpenAIResponsesFormat, outputs_only
 from ..recall import READ_TOOL, RECALL_TOOL, tool_definitions
 from ..report import Report

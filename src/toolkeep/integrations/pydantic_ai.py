@@ -44,7 +44,7 @@ from typing import Any
 from ..config import Config
 from ..dispatch import declared_cap
 from ..exceptions import ConfigError
-from ..formats._base import Format, FormatRules, Violation, changed_arguments, results_in_next_user
+from ..formats import Format, FormatRules, Violation, changed_arguments, results_in_next_user
 from ..formats.anthropic import AnthropicFormat
 from ..messages import History, Message, OpaquePart, Part, TextPart, ToolCallPart, ToolResultPart
 from ..recall import READ_TOOL, RECALL_TOOL, tool_specs

@@ -37,13 +37,13 @@ import inspect
 import json
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from ..config import Config, ToolCap
 from ..dispatch import declared_cap
 from ..exceptions import ConfigError
+from ..formats import FORMATS, get_format
 from ..formats import ToolCall as ToolCall  # where it lived before the formats read responses
-from ..formats import get_format
 from ..recall import READ_TOOL, RECALL_TOOL, tool_specs
 from ..report import Report
 from ..session import Session
@@ -54,9 +54,12 @@ __all__ = ["LOOP_FORMATS", "LoopFormat", "ToolLoop"]
 _log = logging.getLogger("toolkeep")
 
 LoopFormat = Literal["anthropic", "openai-chat", "openai-responses", "gemini", "bedrock"]
-LOOP_FORMATS: tuple[LoopFormat, ...] = ("anthropic", "openai-chat", "openai-responses", "gemini", "bedrock")
-"""Formats :class:`ToolLoop` reads calls from and writes results in: those whose model response
-holds the calls."""
+LOOP_FORMATS: tuple[LoopFormat, ...] = tuple(
+    cast(LoopFormat, name) for name, f in FORMATS.items() if f.request is not None
+)
+"""Formats :class:`ToolLoop` reads calls from and writes results in: those of a provider's
+request (:attr:`~toolkeep.formats.Format.request`), whose model response holds the calls
+(:data:`LoopFormat` names them for type checkers)."""
 
 
 class ToolLoop(SessionOwner):

@@ -35,7 +35,7 @@ from dataclasses import replace
 from typing import Any
 
 from ..exceptions import StoreError
-from ..formats import Format, ToolSpec, validate
+from ..formats import FORMATS, Format, ToolSpec, validate
 from ..messages import History, Message, Part
 from ..recall import MCP_PATH, recall_tool_name
 from ..shorten import archive_key
@@ -205,19 +205,24 @@ def with_files(steps: Sequence[Step], min_chars: int) -> list[Step]:
     return [*steps[:2], PersistOnEntry(min_chars), *steps[2:]]
 
 
-_CLIENT_ROLES = frozenset({"user", "system", "developer", "tool", "function"})
+_SHAPES = [f.request for f in FORMATS.values() if f.request is not None]
+_CLIENT_ROLES = frozenset().union(*(shape.client_roles for shape in _SHAPES))
+"""The roles of the items a client writes, in any format's history (:attr:`RequestShape.client_roles`)."""
+_CLIENT_ITEMS = tuple(dict.fromkeys(s.client_item_suffix for s in _SHAPES if s.client_item_suffix))
+"""How the types of the role-less items a client writes end (Responses' ``*_output``)."""
 
 
 def _from_client(item: Any) -> bool:
     """True for a history item the client wrote (a user, system or tool message, a Responses
-    ``*_output`` item), False for one the model wrote (an assistant message, a call, reasoning)."""
+    ``*_output`` item), False for one the model wrote (an assistant message, a call, reasoning),
+    as the formats' request shapes say."""
     if not isinstance(item, Mapping):
         return True
     role = item.get("role")
     if role is not None:
         return role in _CLIENT_ROLES
     kind = item.get("type")
-    return isinstance(kind, str) and kind.endswith("_output")
+    return isinstance(kind, str) and kind.endswith(_CLIENT_ITEMS)
 
 
 def last_turn_start(history: Sequence[Any]) -> int:

@@ -17,13 +17,13 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..costs import request_cost, request_segments, serialize_message
 from ..formats import get_format
 from ..inspector.live import LiveRecords
 from ..jsonnumbers import Number, parse_float, refuse_constant
 from ..pricing import Pricing, resolve_pricing
-from ..replay.cost import request_cost, request_segments, serialize_message
-from ..replay.tokens import TokenCounter, get_counter
-from ..requests import read_request
+from ..requests import read_request, system_text
+from ..tokens import TokenCounter, get_counter
 from .conversations import Conversations
 from .files import keep_last_turn, name_ways_back, request_way
 
@@ -211,7 +211,7 @@ class Preparer:
                 len(out_history) != len(history)
                 or any(a is not b for a, b in zip(out_history, history, strict=True))
             ) and out_history != list(history)  # (equal copies: the body goes as it came)
-            system = _system_text(document)
+            system = system_text(document)
             before = request_segments(system, texts)
             out_texts = [by_id.get(id(m)) or serialize_message(m) for m in out_history] if changed else texts
             after = request_segments(system, out_texts) if changed else before
@@ -262,15 +262,6 @@ def _document(document: dict[str, Any], key: str, items: list[str]) -> str:
         )
         + "}"
     )
-
-
-def _system_text(document: dict[str, Any]) -> str | None:
-    """The request's instructions as one string, for sizes and cache costs."""
-    for key in ("system", "instructions", "systemInstruction", "system_instruction"):
-        if key in document:
-            value = document[key]
-            return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-    return None
 
 
 def _short(exc: BaseException) -> str:

@@ -2,10 +2,12 @@
 
 Each provider names the base URL its requests go to by default, the paths and request headers
 that are its own, and the paths (``POST``) whose body holds a history to prepare, with that
-history's format (also part of a conversation's key). The body's keys are the request object's
-(:mod:`toolkeep.requests`: ``messages``, ``input``, ``contents``). Everything else (Anthropic's
-``count_tokens``, OpenAI's ``/v1/responses/compact``, Gemini's ``countTokens``, model lists, ...)
-goes to its provider as it is.
+history's format (also part of a conversation's key). The table is read from the formats: each
+declares its provider's API and its route (:attr:`toolkeep.formats.Format.request`), and the
+body's keys are the request object's (:mod:`toolkeep.requests`: ``messages``, ``input``,
+``contents``). Everything else (Anthropic's ``count_tokens``, OpenAI's
+``/v1/responses/compact``, Gemini's ``countTokens``, model lists, ...) goes to its provider as it
+is.
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+
+from ..formats import FORMATS, ProviderAPI
 
 __all__ = ["DEFAULT_UPSTREAMS", "PROVIDERS", "Provider", "prepared_route", "provider_for"]
 
@@ -33,42 +37,23 @@ class Provider:
     """The paths whose POST bodies are prepared (a whole match), each with its history's format."""
 
 
-def _exact(path: str) -> re.Pattern[str]:
-    return re.compile(re.escape(path))
+def _providers() -> tuple[Provider, ...]:
+    """A provider for each API the formats' routes name, with those routes, in the formats'
+    order; the default provider (the API that claims no path) last."""
+    routes: dict[str, tuple[ProviderAPI, list[tuple[re.Pattern[str], str]]]] = {}
+    for fmt in FORMATS.values():
+        shape = fmt.request
+        if shape is None or shape.api is None or shape.route is None:
+            continue
+        api, prepared = routes.setdefault(shape.api.name, (shape.api, []))
+        if api != shape.api:
+            raise AssertionError(f"two formats describe the {api.name} API apart")  # a bug of ours
+        prepared.append((shape.route, fmt.name))
+    providers = [Provider(a.name, a.upstream, a.paths, a.headers, tuple(p)) for a, p in routes.values()]
+    return tuple(sorted(providers, key=lambda p: p.paths is None))
 
 
-PROVIDERS: tuple[Provider, ...] = (
-    Provider(
-        "anthropic",
-        "https://api.anthropic.com",
-        re.compile(r"/v1/messages(?:/|$)"),
-        ("anthropic-version", "x-api-key"),
-        ((_exact("/v1/messages"), "anthropic"),),
-    ),
-    Provider(
-        "gemini",
-        "https://generativelanguage.googleapis.com",
-        # every path of the Gemini API is versioned v1beta or v1alpha (uploads under /upload/),
-        # but for its v1 models and tuned models, called as ``name:method``
-        re.compile(r"(?:/upload)?/v1(?:alpha|beta)\d*/|/v1/(?:models|tunedModels)/[^/]+:"),
-        ("x-goog-api-key",),
-        (
-            (
-                re.compile(
-                    r"/v1(?:alpha|beta\d*)?/(?:models|tunedModels)/[^/:]+:(?:generateContent|streamGenerateContent)"
-                ),
-                "gemini",
-            ),
-        ),
-    ),
-    Provider(
-        "openai",
-        "https://api.openai.com",
-        None,
-        (),
-        ((_exact("/v1/chat/completions"), "openai-chat"), (_exact("/v1/responses"), "openai-responses")),
-    ),
-)
+PROVIDERS: tuple[Provider, ...] = _providers()
 """Every provider; a request none claims by path or header goes to the last (OpenAI's API, and
 the OpenAI-compatible servers, have the widest range of paths)."""
 

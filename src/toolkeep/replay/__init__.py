@@ -6,13 +6,14 @@
 ...     print(result.to_dict()["ratios"])
 
 Pieces: :mod:`.importers` (agent logs to histories), :mod:`.tokens` (offline token counts),
-:mod:`.cost` (the prompt-cache-aware cost model), :mod:`.replay` (the turn-by-turn replay) and
-:mod:`.plot` (context size per turn; needs matplotlib).
+:mod:`toolkeep.costs` (the prompt-cache-aware cost model, shared with the proxy; also as
+:mod:`.cost`), :mod:`.replay` (the turn-by-turn replay) and :mod:`.plot` (context size per turn;
+needs matplotlib).
 """
 
 from __future__ import annotations
 
-from .cost import CACHE_READ, CACHE_WRITE, RequestCost, request_cost
+from ..costs import CACHE_READ, CACHE_WRITE, RequestCost, request_cost
 from .importers import LOG_IMPORTERS, RecordedSession, format_names, iter_log_files, load_sessions
 from .replay import ReplayResult, RequestTrace, Side, combine, replay_session, request_ends, session_pricing
 from .tokens import TokenCounter, get_counter

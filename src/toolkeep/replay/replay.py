@@ -4,7 +4,7 @@ For each assistant message at index *i* of a recorded history, the request the a
 it is ``history[:i]``. The replay sends every such request twice, on paper: as recorded
 ("without") and through ``Session.prepare`` ("with"; one Session per recorded session, as an
 agent would use it), and measures each request's size and cache-aware cost
-(:mod:`toolkeep.replay.cost`). The model's replies stay as recorded: a replay shows what toolkeep
+(:mod:`toolkeep.costs`). The model's replies stay as recorded: a replay shows what toolkeep
 would have sent for the same conversation, not how the model would have answered it.
 """
 
@@ -17,12 +17,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..config import Config
+from ..costs import CLOSING, RequestCost, opening_segment, request_cost, serialize_message
 from ..formats import get_format
 from ..pricing import Pricing, resolve_pricing
 from ..report import REPAIR_KINDS, Report
 from ..session import Session
 from ..shorten import CCR_MARKER_RE
-from .cost import CLOSING, RequestCost, opening_segment, request_cost, serialize_message
 from .importers import RecordedSession
 from .tokens import TokenCounter
 
@@ -58,7 +58,7 @@ class Side:
     uncached_tokens: int = 0
     """Tokens sent at the base price, neither read nor written (lists with no write premium)."""
     cost: float = 0.0
-    """Cache-aware cost in base-input-token units (see :mod:`toolkeep.replay.cost`)."""
+    """Cache-aware cost in base-input-token units (see :mod:`toolkeep.costs`)."""
     dollars: list[float] = field(default_factory=lambda: [0.0, 0.0, 0.0])
     """What the cache reads, the cache writes and the uncached input cost, in dollars."""
     per_turn: list[int] = field(default_factory=list, repr=False)
