@@ -26,8 +26,7 @@ from hypothesis import strategies as st
 
 import toolkeep
 from toolkeep.shorten import CCR_MARKER_RE, archive_key
-from toolkeep.stores import ArchiveStore, GcResult, MemoryStore, StoreStats, open_store
-from toolkeep.stores._base import Holding, StoreBase
+from toolkeep.stores import ArchiveStore, GcResult, Holding, MemoryStore, StoreBase, StoreStats, open_store
 from toolkeep.stores.file import FileStore
 from toolkeep.stores.redis import RedisStore
 from toolkeep.stores.sqlite import SQLiteStore

@@ -200,16 +200,23 @@ class SQLiteStore(StoreBase):
 
     def epoch(self) -> str:
         """The file's identity and the id in its ``meta`` table (written when missing): a file
-        deleted and made again has a new one."""
+        deleted and made again has a new one. A read, but the first time in a file."""
         made = new_epoch()
 
-        def run(db: sqlite3.Connection) -> str:
+        def read(db: sqlite3.Connection) -> str | None:
+            try:
+                row = db.execute("SELECT value FROM meta WHERE name = 'epoch'").fetchone()
+            except sqlite3.OperationalError:  # a file made before epochs: no such table yet
+                return None
+            return None if row is None else str(row[0])
+
+        def write(db: sqlite3.Connection) -> str:
             db.execute(_META)
             db.execute("INSERT OR IGNORE INTO meta VALUES ('epoch', ?)", (made,))
             (value,) = db.execute("SELECT value FROM meta WHERE name = 'epoch'").fetchone()
             return str(value)
 
-        value = self._write(run)
+        value = self._read(read) or self._write(write)
         return f"{self._identity}:{value}"
 
     def missing(self, keys: Collection[str]) -> frozenset[str]:
@@ -230,7 +237,7 @@ class SQLiteStore(StoreBase):
                 held.update(key for key, used in rows if not self.limits.expired(used, now) or key in pins)
             return frozenset(wanted) - held
 
-        return self._write(run) if wanted else frozenset()
+        return self._read(run) if wanted else frozenset()
 
     def delete(self, key: str) -> bool:
         """Remove ``key``; ``True`` if it was there."""
@@ -305,6 +312,18 @@ class SQLiteStore(StoreBase):
         if self._db is not None:
             self._db.close()
             self._db = None
+
+    def _read(self, run: Callable[[sqlite3.Connection], T]) -> T:
+        """Run ``run``, which only reads, outside a write transaction (other writers go on)."""
+        with self._lock:
+            if self._closed:
+                raise StoreError(f"SQLite archive {self.path} is closed")
+            self._follow_path()
+            assert self._db is not None
+            try:
+                return run(self._db)
+            except sqlite3.Error as exc:
+                raise StoreError(f"SQLite archive {self.path}: {exc}") from exc
 
     def _write(self, run: Callable[[sqlite3.Connection], T]) -> T:
         """Run ``run`` in one immediate transaction: other processes wait, nobody sees half of it."""
