@@ -125,14 +125,19 @@ class Tracker:
         self.epoch: str | None = None
         self.held: set[str] = set()
         """Keys known to be held under :attr:`epoch`."""
+        self._ours: list[str] = []
+        """The keys of :attr:`named` that are :attr:`ours`."""
         self.requests = 0
         self.round_trips = 0
         """Calls made to the store to check (epoch reads and batched checks), for tests."""
         self.archived_again = 0
         """Originals archived again because the store had lost them."""
 
-    def _scan(self, out: list[Any]) -> None:
+    def _scan(self, out: list[Any]) -> bool:
+        """Bring :attr:`named` up to ``out``; ``True`` if it changed."""
         same = common_prefix(self.out, out)
+        if same == len(out) == len(self.out):
+            return False
         for keys in self.per_message[same:]:
             for key in keys:
                 left = self.named[key] - 1
@@ -147,6 +152,7 @@ class Tracker:
             for key in keys:
                 self.named[key] = self.named.get(key, 0) + 1
         self.out = list(out)
+        return True
 
     def check(self, out: list[Any], recorded: Mapping[str, str], writes: ArchiveStore) -> bool:
         """Make sure the store ``writes`` writes to holds every original a marker in ``out``
@@ -156,14 +162,16 @@ class Tracker:
         carries it). A store that cannot be reached is left for the next request (it answers
         no recall either)."""
         self.requests += 1
-        self._scan(out)
-        self.originals.update(recorded)
-        self.ours.update(recorded)
-        keep = self.named.keys() | self.recent | recorded.keys()
-        if len(self.originals) > len(keep):
-            self.originals = {k: v for k, v in self.originals.items() if k in keep}
-        self.recent = set(recorded)
-        ours = [key for key in self.named if key in self.ours]
+        changed = self._scan(out)
+        if recorded or changed or self.recent:
+            self.originals.update(recorded)
+            self.ours.update(recorded)
+            keep = self.named.keys() | self.recent | recorded.keys()
+            if len(self.originals) > len(keep):
+                self.originals = {k: v for k, v in self.originals.items() if k in keep}
+            self.recent = set(recorded)
+            self._ours = [key for key in self.named if key in self.ours]
+        ours = self._ours
         if not ours:
             return True
         try:

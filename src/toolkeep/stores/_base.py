@@ -313,7 +313,7 @@ class StoreBase(Closing):
         self._pins: dict[str, set[str]] = {}
         self._pinned: dict[str, int] = {}  # key -> how many owners pin it
         self._pin_lock = threading.Lock()
-        self._epoch = new_epoch()
+        self._epoch = ""
 
     def pin(self, owner: str, keys: Iterable[str]) -> None:
         """Keep ``keys`` from eviction and expiry until ``owner`` releases them."""

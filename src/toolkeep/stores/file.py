@@ -63,6 +63,7 @@ class FileStore(StoreBase):
         :class:`StoreNotFoundError`, and nothing is created."""
         super().__init__(limits=limits, clock=clock)
         self.directory = Path(directory)
+        self._epoch_path = os.path.join(self.directory, _EPOCH)
         self._create = create
         try:
             if create:
@@ -144,16 +145,27 @@ class FileStore(StoreBase):
         return data
 
     def epoch(self) -> str:
-        """The directory's identity and the id in its ``.epoch`` file, written when missing: a
-        directory deleted (then made again here, unless opened with ``create=False``) or
-        emptied of that file has a new epoch."""
+        """The identity of the directory's ``.epoch`` file (one ``lstat``), made when missing:
+        a directory deleted (then made again here, unless opened with ``create=False``), or
+        emptied of that file, has a new epoch."""
+        try:
+            info = os.lstat(self._epoch_path)
+            if stat.S_ISREG(info.st_mode):
+                return f"{info.st_dev}:{info.st_ino}:{info.st_mtime_ns}"
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            raise StoreError(f"cannot read the epoch of {self.directory}: {exc.strerror}") from exc
         with self._lock:
             try:
                 if self._create and not os.path.lexists(self.directory):
                     self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
                 with opened_directory(self.directory) as fd:
-                    info = os.fstat(fd)
-                    return f"{info.st_dev}:{info.st_ino}:{self._epoch_id(fd)}"
+                    self._epoch_id(fd)
+                    info = os.stat(_EPOCH, dir_fd=fd, follow_symlinks=False)
+                    if not stat.S_ISREG(info.st_mode):
+                        raise refused_link(self.directory / _EPOCH, "something other than a file")
+                    return f"{info.st_dev}:{info.st_ino}:{info.st_mtime_ns}"
             except OSError as exc:
                 raise StoreError(f"cannot read the epoch of {self.directory}: {exc.strerror}") from exc
 
