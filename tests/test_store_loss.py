@@ -501,3 +501,30 @@ def test_sqlite_follows_a_file_made_again_by_another_process(tmp_path: Path) -> 
     with SQLiteStore(db) as later:
         assert later.get("0123456789abcdef") == "again"
         assert later.get("fedcba9876543210") == "theirs"
+
+
+# ------------------------------------------------------------------- the bench, at test size
+
+
+@pytest.mark.parametrize(
+    "loss", ["redis FLUSHALL", "redis restarted, no persistence", "sqlite deleted, made again"]
+)
+def test_the_bench_losses_on_a_real_trajectory(loss: str, tmp_path: Path) -> None:
+    """bench/faults.py's losses on a short real trajectory: every marker of every request
+    after the loss recalls, through a new opening of the store."""
+    from bench.faults import LOSSES, replay
+
+    from .conftest import BENCH_DATA, load_trajectory, shared_or_skip
+
+    shared_or_skip()
+    no_binary = shutil.which("redis-server") is None and not Path(redis_server.FALLBACK_BINARY).exists()
+    if loss.startswith("redis") and no_binary:
+        pytest.skip("no redis-server binary")
+    history = load_trajectory(
+        BENCH_DATA / "anthropic" / "mini-swe-agent__live-swe-agent__gpt-5-mini__django__django-13590.json"
+    )
+    outcome = replay(loss, history, tmp_path, start=0.4, faults=LOSSES)
+    after = outcome.after
+    assert after is not None and after.requests > 0 and after.markers > 0
+    assert after.recalled == after.markers, after.dead
+    assert outcome.prepared == outcome.requests and outcome.check.dangling == 0

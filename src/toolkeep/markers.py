@@ -14,7 +14,7 @@ that holds the originals, SQLite in the file, the file store in the directory); 
 under the current epoch (written or read back by this session, or checked) is not checked again.
 So a request costs one epoch read when its markers are all known, and one batched
 :meth:`~toolkeep.stores.StoreBase.missing` for the keys not yet seen under that epoch (after a
-loss: all of them, once). Every :attr:`Tracker.recheck_every` requests the keys are checked
+loss: all of them, once). Every ``Session.marker_recheck_every`` requests the keys are checked
 anyway, for losses an epoch cannot see (one entry deleted by hand, another process's ``gc`` of a
 file store, whose pins are per process).
 
@@ -105,10 +105,6 @@ class Tracker:
     object), the original of each (the session's memory of it, for as long as an output names
     it), and which are known to be held under the store's epoch."""
 
-    recheck_every = 32
-    """Every this many requests, every key named is checked (one batched call) even under an
-    unchanged epoch; ``0``: never."""
-
     def __init__(self) -> None:
         self.out: list[Any] = []
         """The last output, compared by identity with the next."""
@@ -154,13 +150,16 @@ class Tracker:
         self.out = list(out)
         return True
 
-    def check(self, out: list[Any], recorded: Mapping[str, str], writes: ArchiveStore) -> bool:
+    def check(
+        self, out: list[Any], recorded: Mapping[str, str], writes: ArchiveStore, recheck_every: int = 32
+    ) -> bool:
         """Make sure the store ``writes`` writes to holds every original a marker in ``out``
         names that this conversation archived or read (``recorded``: this run's), archiving
         again what it lost. ``False`` when the output must be made again, from scratch: the
         store refused that write, or an original lost is no longer in memory (the request
         carries it). A store that cannot be reached is left for the next request (it answers
-        no recall either)."""
+        no recall either). Every ``recheck_every`` requests (``0``: never) every key named is
+        checked, the epoch unchanged or not."""
         self.requests += 1
         changed = self._scan(out)
         if recorded or changed or self.recent:
@@ -181,7 +180,7 @@ class Tracker:
             # a store that cannot write its epoch (full, read-only) may still say what it holds
             _log.debug("toolkeep: could not read the archive's epoch: %s", exc)
             epoch = None
-        periodic = self.recheck_every and self.requests % self.recheck_every == 0
+        periodic = recheck_every > 0 and self.requests % recheck_every == 0
         if epoch is None or epoch != self.epoch or periodic:
             self.held.clear()  # what was written this run may be lost as well
         else:

@@ -360,7 +360,6 @@ class Session(Closing):
         tracker = self._trackers.get(state)
         if tracker is None:
             tracker = self._trackers[state] = Tracker()
-            tracker.recheck_every = self.marker_recheck_every
         try:
             fmt = self._format(messages, format, same)
             prepared = self._run(fmt, messages, extras, state, same, now, tracker)
@@ -404,7 +403,7 @@ class Session(Closing):
                 )
             finally:
                 state.memo.end_run()
-            if tracker.check(prepared.messages, recorded, self._writes) or attempt:
+            if tracker.check(prepared.messages, recorded, self._writes, self.marker_recheck_every) or attempt:
                 return prepared
             # from scratch: every cut archives its original again, or says it could not
             state.forget()
