@@ -25,7 +25,8 @@ fault starts at a chosen request and ends later (a cap lasts the whole run). Mea
 
     python bench/faults.py [--write] [--trajectory NAME ...]
 
-``--write`` records the tables in bench/results.md (section "Faults"). The trajectories are read
+``--write`` records the tables in bench/results.md (sections "Faults" and "Store losses";
+``--losses`` runs the losses alone). The trajectories are read
 from ``$TOOLKEEP_SHARED/bench-data`` (default ``../shared/bench-data``).
 """
 
@@ -356,7 +357,7 @@ def redis_evicted(base: Path) -> Setup:
     filler = "f" * 1_000_000
 
     def evict() -> None:
-        for n in range(200):  # newer keys, until the server's LRU takes the archive's hash
+        for n in range(5_000):  # newer keys, until the server's (sampled) LRU takes the archive's hash
             server.command("SET", f"other:{n}", filler)
             if server.command("EXISTS", "{toolkeep}:data").startswith(b":0"):
                 return
@@ -631,6 +632,7 @@ def main() -> None:
     parser.add_argument("--write", action="store_true", help="record the table in bench/results.md")
     parser.add_argument("--trajectory", action="append", help="a file under ../shared/bench-data/anthropic")
     parser.add_argument("--fault", action="append", choices=sorted(FAULTS))
+    parser.add_argument("--losses", action="store_true", help="only the losses (section 'Store losses')")
     args = parser.parse_args()
     if not DATA.is_dir():
         sys.exit(
@@ -640,7 +642,7 @@ def main() -> None:
     notes: dict[str, str] = {}
     for name in args.trajectory or TRAJECTORIES:
         history = load(name)
-        for fault in args.fault or FAULTS:
+        for fault in args.fault or (LOSSES if args.losses else FAULTS):
             with scratch() as base:
                 row = replay(fault, history, base)
             row.trajectory = name.split("__")[0] + "…" + name[-13:-5]
@@ -653,22 +655,39 @@ def main() -> None:
     lost = losses_table(rows)
     print(body)
     print(lost)
-    if args.write:
-        from speed import write_section
+    if not args.write:
+        return
+    from speed import write_section
 
-        how = "\n".join(f"- {fault}: {note}" for fault, note in notes.items())
+    faults = [r for r in rows if r.after is None]
+    losses = [r for r in rows if r.after is not None]
+    when = f"({time.strftime('%Y-%m-%d')}, as root in a container)"
+    if faults:
+        how = "\n".join(f"- {fault}: {notes[fault]}" for fault in dict.fromkeys(r.fault for r in faults))
         write_section(
             "Faults",
             "Each trajectory replayed request by request (every prefix) through one Session; the "
-            "fault starts at 40 % of the requests and ends at 70 % (a cap lasts throughout; a "
-            "loss happens once, at 40 %). "
+            "fault starts at 40 % of the requests and ends at 70 % (a cap lasts throughout). "
             "*Recoverable*: a shortened result of the final output whose marker recalls its "
             "original, whose saved path reads it back, or that says `could not be saved`. "
-            f"`python bench/faults.py --write` ({time.strftime('%Y-%m-%d')}, as root in a "
-            "container):\n\n" + how + "\n\n" + body + "\n\n" + READING + "\n\n"
-            "After a loss, every request: each marker it sends, recalled through a new opening of "
-            "the store (*first request after it*: the one that finds the loss and archives "
-            "again):\n\n" + lost + "\n\n" + LOSS_READING,
+            f"`python bench/faults.py --write` {when}:\n\n" + how + "\n\n" + table(faults) + "\n\n" + READING,
+        )
+    if losses:
+        how = "\n".join(f"- {fault}: {notes[fault]}" for fault in dict.fromkeys(r.fault for r in losses))
+        write_section(
+            "Store losses",
+            "The store loses what it held once, between two requests at 40 % of the trajectory, "
+            "replayed as in *Faults*; after the loss, every request: each marker it sends, "
+            "recalled through a new opening of the store (*first request after it*: the one that "
+            "finds the loss and archives again; *check calls*: epoch reads and batched checks of "
+            f"the whole run, per request). `python bench/faults.py --write --losses` {when}:\n\n"
+            + how
+            + "\n\n"
+            + lost
+            + "\n\nThe final output of each run, checked as in *Faults*:\n\n"
+            + table(losses)
+            + "\n\n"
+            + LOSS_READING,
         )
 
 

@@ -102,8 +102,13 @@ class Recording(StoreBase):
 
 class Tracker:
     """One conversation's markers: which keys its last output names (scanned once per message
-    object), the original of each (the session's memory of it, for as long as an output names
-    it), and which are known to be held under the store's epoch."""
+    object), the original of each (the session's memory of it), and which are known to be held
+    under the store's epoch."""
+
+    memory_chars = 64_000_000
+    """The most chars of originals kept in memory (mostly the very strings the requests carry):
+    past it, those no output names now are forgotten first (a loss of one of them later costs a
+    request prepared afresh, from the request)."""
 
     def __init__(self) -> None:
         self.out: list[Any] = []
@@ -112,12 +117,13 @@ class Tracker:
         self.named: dict[str, int] = {}
         """Key -> how many messages of the last output carry its marker."""
         self.originals: dict[str, str] = {}
-        """Key -> original, while an output names it (or it was written or read lately)."""
+        """Key -> original, of what this conversation's runs wrote or read (a form may name a
+        key long after its original was written: the cache-aware policy archives what it
+        prices forms for, and shortens it later), up to :attr:`memory_chars`."""
+        self.chars = 0
         self.ours: set[str] = set()
         """Every key this conversation's runs wrote or read (a marker quoted in a tool's output
         names none of them: the session cannot answer for those)."""
-        self.recent: set[str] = set()
-        """Keys written or read in the previous request (kept even if no output names them yet)."""
         self.epoch: str | None = None
         self.held: set[str] = set()
         """Keys known to be held under :attr:`epoch`."""
@@ -150,6 +156,13 @@ class Tracker:
         self.out = list(out)
         return True
 
+    def _forget_some(self) -> None:
+        for key in list(self.originals):
+            if self.chars <= self.memory_chars // 2:
+                break
+            if key not in self.named:
+                self.chars -= len(self.originals.pop(key))
+
     def check(
         self, out: list[Any], recorded: Mapping[str, str], writes: ArchiveStore, recheck_every: int = 32
     ) -> bool:
@@ -162,13 +175,14 @@ class Tracker:
         checked, the epoch unchanged or not."""
         self.requests += 1
         changed = self._scan(out)
-        if recorded or changed or self.recent:
-            self.originals.update(recorded)
+        if recorded or changed:
+            for key, text in recorded.items():
+                if key not in self.originals:
+                    self.originals[key] = text
+                    self.chars += len(text)
             self.ours.update(recorded)
-            keep = self.named.keys() | self.recent | recorded.keys()
-            if len(self.originals) > len(keep):
-                self.originals = {k: v for k, v in self.originals.items() if k in keep}
-            self.recent = set(recorded)
+            if self.chars > self.memory_chars:
+                self._forget_some()
             self._ours = [key for key in self.named if key in self.ours]
         ours = self._ours
         if not ours:
