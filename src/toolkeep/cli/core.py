@@ -71,8 +71,8 @@ def prepare(
     Without --workspace, the session directory is the conversation's own under the user's cache
     dir (named from its first message: the same input gives the same bytes in every run), kept
     for read and recall; every setting flag also reads the variable it names (--policy:
-    economy, the cache-aware default; spec, SPEC's pipeline; seed, ChatCLI's). One line on stderr
-    says which policy ran and what it did."""
+    economy, the cache-aware default; spec, compaction by age; seed, by age on the text as it
+    stands). One line on stderr says which policy ran and what it did."""
     document = read_document(source)
     check_format(source, document, format_name, strict_format)
     if workspace is not None:
