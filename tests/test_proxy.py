@@ -504,9 +504,12 @@ def test_at_most_preparing_threads_requests_are_prepared_at_once(tmp_path: Path)
             transport=httpx.ASGITransport(app=app), base_url="http://proxy"
         ) as client:
             sent = [asyncio.create_task(client.post("/v1/messages", json={"messages": []})) for _ in range(5)]
-            for _ in range(6_000):  # until the three others wait for a thread (or a minute passes)
+            # until the three others wait for a thread and the two admitted have entered prepare
+            # (a thread is admitted before it runs), or one too many entered, or a minute passed
+            for _ in range(6_000):
                 waiting = app.state.preparing.statistics().tasks_waiting
-                if waiting == 5 - PREPARING_THREADS or len(inside) > PREPARING_THREADS:
+                admitted_inside = waiting == 5 - PREPARING_THREADS and len(inside) == PREPARING_THREADS
+                if admitted_inside or len(inside) > PREPARING_THREADS:
                     break
                 await asyncio.sleep(0.01)
             prepared_at_once = len(inside)
