@@ -33,7 +33,11 @@ ECONOMICS_ROWS = {
     "economy": 'toolkeep `policy="economy"`',
 }
 ECONOMICS_COLUMNS = ("pooled", "median", "worst", "visible", "recoverable")
-HELDOUT_ROWS = {"economy": "toolkeep-economy", "headroom": "headroom-compress", "anthropic_clear": "anthropic-clear"}
+HELDOUT_ROWS = {
+    "economy": "toolkeep-economy",
+    "headroom": "headroom-compress",
+    "anthropic_clear": "anthropic-clear",
+}
 UNSEEN_ROWS = {"economy": "economy", "spec": "spec", "anthropic_clear": "anthropic-clear"}
 
 # other figures: name -> (regex on bench/results.md, what the one group is)
@@ -131,8 +135,14 @@ def preview_table() -> str:
             for policy in ("economy", "spec"):
                 history = [
                     {"role": "user", "content": "go"},
-                    {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "bash", "input": {}}]},
-                    {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": text[:size]}]},
+                    {
+                        "role": "assistant",
+                        "content": [{"type": "tool_use", "id": "t1", "name": "bash", "input": {}}],
+                    },
+                    {
+                        "role": "user",
+                        "content": [{"type": "tool_result", "tool_use_id": "t1", "content": text[:size]}],
+                    },
                 ]
                 with toolkeep.Session(toolkeep.Config(policy=policy), workspace=workspace) as session:
                     out, _ = session.prepare(history)
