@@ -5,6 +5,7 @@ from ``bench/results.md`` (which the benches write), and a name that is unknown,
 the results no longer hold, fails the build. ``{{ measure.previews }}`` is a table measured at
 build time: how long the preview of a big result is, by kind of content and policy.
 
+A placeholder inside code (backticks, a fenced block) is shown as written.
 ``tests/test_docs_figures.py`` checks that every figure is found, that no page writes a ratio
 by hand, and that the README's few figures are the ones here.
 """
@@ -152,6 +153,7 @@ def preview_table() -> str:
 
 
 FIGURE = re.compile(r"\{\{ *(fig|measure)\.([\w.]+) *\}\}")
+CODE = re.compile(r"^```.*?^```|`[^`\n]+`", re.DOTALL | re.MULTILINE)  # shown as written
 MEASURES = {"previews": preview_table}
 
 
@@ -168,7 +170,11 @@ def render(markdown: str) -> str:
             raise KeyError(f"unknown measure {name!r} (docs/_hooks/figures.py)")
         return MEASURES[name]()
 
-    return FIGURE.sub(put, markdown)
+    out, at = [], 0
+    for code in CODE.finditer(markdown):
+        out += [FIGURE.sub(put, markdown[at : code.start()]), code[0]]
+        at = code.end()
+    return "".join([*out, FIGURE.sub(put, markdown[at:])])
 
 
 def on_page_markdown(markdown: str, page: Any, **kwargs: Any) -> str:
