@@ -96,7 +96,7 @@ def test_the_preview_size_stated_is_the_measured_one() -> None:
 INTERNAL = re.compile(r"\bSPEC\b|ChatCLI|CHATCLI_|\.\./shared|\b[Ss]eed\b")
 # the policy's name, as code, is what users type; ChatCLI's names only in the migration note
 ALLOWED = re.compile(
-    r'`seed`|``seed``|"seed"|policy="seed"|`policy="seed"`|\|seed\b|\bseed\||; seed, |Seed\w+|\{\{ fig\.[\w.]+ \}\}'
+    r'`seed`|``seed``|"seed"|policy="seed"|`policy="seed"`|\|seed\b|\bseed\||; seed, |Seed\w+|--randomly-seed|\{\{ fig\.[\w.]+ \}\}'
 )
 
 
