@@ -153,13 +153,18 @@ def unprivileged() -> Iterator[tuple[Path, list[str]]]:
 
 
 def run_child(ws: Path, history: list[Any], prefix: list[str], code: str = CHILD) -> dict[str, Any]:
-    """Prepare ``history`` in a child process with workspace ``ws``; its output and report."""
+    """Prepare ``history`` in a child process with workspace ``ws``; its output and report.
+
+    The child's per-user cache dir is its own, next to ``ws`` (owned by whoever the child runs
+    as): the tests' one is shared by every test of the run (and by both workers), so what it
+    holds, and whether the child may use it, would depend on which tests ran before."""
     proc = subprocess.run(
         [*prefix, sys.executable, "-c", code, str(ws)],
         input=json.dumps(history).encode(),
         capture_output=True,
         timeout=120,
         cwd=ws.parent,
+        env={**os.environ, "TOOLKEEP_CACHE_DIR": str(ws.parent / "cache")},
     )
     assert proc.returncode == 0, proc.stderr.decode()
     data: dict[str, Any] = json.loads(proc.stdout)
