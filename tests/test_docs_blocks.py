@@ -189,9 +189,12 @@ def parse(where: str, args: list[str]) -> None:
         if name not in command.commands:
             pytest.fail(f"{where}: no command 'toolkeep {name}'")
         command, args = command.commands[name], args[1:]
-        ctx = click.Context(command, info_name=name, parent=ctx)
+        ctx = click.Context(command, info_name=name, parent=ctx, **command.context_settings)
     try:
         command.parse_args(ctx, list(args))
+        if command.name == "wrap":  # the options before -- that are not wrap's are the proxy's
+            proxy = cli.commands["proxy"]
+            proxy.parse_args(click.Context(proxy, info_name="proxy"), list(ctx.params["proxy_options"]))
     except click.BadParameter as exc:
         if "does not exist" not in exc.format_message():
             pytest.fail(f"{where}: toolkeep {' '.join(args)}: {exc.format_message()}")

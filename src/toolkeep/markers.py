@@ -31,8 +31,7 @@ from typing import Any
 from .engine import common_prefix
 from .exceptions import StoreError
 from .shorten import CCR_MARKER_RE
-from .stores import ArchiveStore
-from .stores._base import GcResult, StoreBase, StoreStats, epoch_of, missing_of
+from .stores import ArchiveStore, GcResult, StoreBase, StoreStats, epoch_of, missing_of
 
 __all__ = ["Recording", "Tracker", "marker_keys"]
 

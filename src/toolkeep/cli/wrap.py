@@ -78,8 +78,8 @@ def wrap(
     """Run AGENT (claude, codex or gemini) through a toolkeep proxy: its base URL pointed at the
     proxy and toolkeep's recall tools (the proxy's /toolkeep/mcp) registered and allowed for this
     run only; every other tool keeps your permissions and no configuration file of yours is
-    written. Options before ``--`` that are not wrap's go to the private proxy (--policy,
-    --workspace, --store, upstreams, ...); what follows ``--`` goes to the agent."""
+    written. Options before -- that are not wrap's go to the private proxy (--policy,
+    --workspace, --store, upstreams, ...); what follows -- goes to the agent."""
     spec = AGENTS[agent]
     args: list[str] = ctx.meta["agent_args"]
     binary = _binary(spec, agent_bin)

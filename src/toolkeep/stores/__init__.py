@@ -11,7 +11,18 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ._base import ArchiveStore, Clock, GcResult, Holding, Limits, StoreBase, StoreStats, validate_key
+from ._base import (
+    ArchiveStore,
+    Clock,
+    GcResult,
+    Holding,
+    Limits,
+    StoreBase,
+    StoreStats,
+    epoch_of,
+    missing_of,
+    validate_key,
+)
 from .file import FileStore
 from .memory import MemoryStore
 from .url import mask_url, open_store, parse_limits, store_for_config
@@ -32,7 +43,9 @@ __all__ = [
     "SQLiteStore",
     "StoreBase",
     "StoreStats",
+    "epoch_of",
     "mask_url",
+    "missing_of",
     "open_store",
     "parse_limits",
     "store_for_config",
