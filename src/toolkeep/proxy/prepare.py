@@ -189,14 +189,28 @@ class Preparer:
             texts = [serialize_message(m) for m in history]
             session = conversation.session
             timeline = self.conversations.timeline
+            # the request as read and the conversation's key go to the session: neither is
+            # computed twice for one request
             if timeline is None:
-                prepared, report = session.prepare(document, format=route)
-            else:  # the policy decides with time: from the shared records
-                moment = timeline.moment(conversation.key, history, texts, session.cache_times(history))
                 prepared, report = session.prepare(
-                    document, format=route, now=moment.time, cache=moment.cache
+                    document, format=route, conversation=conversation.first, request=request
                 )
-                timeline.record(moment, session.cache_times(history))
+            else:  # the policy decides with time: from the shared records
+                moment = timeline.moment(
+                    conversation.key,
+                    history,
+                    texts,
+                    lambda: session.cache_times(history, conversation=conversation.first),
+                )
+                prepared, report = session.prepare(
+                    document,
+                    format=route,
+                    now=moment.time,
+                    cache=moment.cache,
+                    conversation=conversation.first,
+                    request=request,
+                )
+                timeline.record(moment, session.cache_times(history, conversation=conversation.first))
             current = request_way(
                 get_format(request.format_name(route)).request_tools(document),
                 self.conversations.remote_agents,
