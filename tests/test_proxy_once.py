@@ -182,3 +182,41 @@ def test_the_bytes_sent_are_those_the_session_gave_keying_each_request_itself(
         [type(s) for s in each] for each in reversed(steps)
     ]
     assert [type(s).__name__ for s in steps[0]][2] == "PersistOnEntry"
+
+
+def test_a_request_through_the_proxy_app_is_read_keyed_and_timed_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The proxy's ASGI application in this process, sending to the scripted model server: each
+    request of a conversation, handled end to end, reads, keys and times it once."""
+    import asyncio
+
+    import httpx
+
+    from tests.upstream_server import ScriptedUpstream
+    from toolkeep.proxy.app import Upstreams, create_app
+
+    upstream = ScriptedUpstream()
+    try:
+        preparer = proxy(tmp_path / "ws", "economy", Clock())
+        counts = Counts(monkeypatch)
+
+        async def send() -> list[tuple[int, tuple[int, int, int]]]:
+            out = []
+            async with httpx.AsyncClient() as http:
+                app = create_app(preparer, Upstreams(upstream.url, upstream.url), client=http)
+                client = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://proxy")
+                async with client:
+                    for body in requests("anthropic")[:4]:
+                        before = counts.now()
+                        answer = await client.post("/v1/messages", content=body)
+                        after = counts.now()
+                        out.append(
+                            (answer.status_code, tuple(a - b for a, b in zip(after, before, strict=True)))
+                        )
+            return out
+
+        assert asyncio.run(send()) == [(200, (1, 1, 1))] * 4
+        assert len(upstream.requests()) == 4 and preparer.totals.prepared == 4
+    finally:
+        upstream.close()
