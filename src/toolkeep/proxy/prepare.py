@@ -35,10 +35,11 @@ class _Chars(TokenCounter):
     for days)."""
 
     def count(self, text: str) -> int:
-        return self._encode(text)
+        return self.count_once(text)
 
 
-_COUNTER: TokenCounter = _Chars("chars/4", False, get_counter("chars")._encode)
+_CHARS = get_counter("chars")
+_COUNTER: TokenCounter = _Chars(_CHARS.unit, _CHARS.exact, _CHARS.count_once)
 
 
 @dataclass
