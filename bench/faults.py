@@ -7,6 +7,12 @@ and SQLite, file and Redis stores over their ``max_bytes`` / ``max_entries``. Wh
 cannot mount, the disk faults fall back to a store that refuses every call while the fault lasts,
 and the table says so.
 
+The store can also lose what it held, once, mid-session: a Redis ``FLUSHALL``, a Redis restarted
+without persistence (``--save '' --appendonly no``), a Redis whose ``maxmemory`` policy
+(``allkeys-lru``) evicts the archive, a SQLite file deleted and made again by another process. For
+those, every marker of every request prepared after the loss must recall its original, byte-exact,
+through a new opening of the store (a second table).
+
 Every request (each prefix of the history, as an agent sends it) goes through one Session; the
 fault starts at a chosen request and ends later (a cap lasts the whole run). Measured:
 
@@ -19,7 +25,9 @@ fault starts at a chosen request and ends later (a cap lasts the whole run). Mea
 
     python bench/faults.py [--write] [--trajectory NAME ...]
 
-``--write`` records the table in bench/results.md (section "Faults").
+``--write`` records the tables in bench/results.md (sections "Faults" and "Store losses";
+``--losses`` runs the losses alone). The trajectories are read
+from ``$TOOLKEEP_SHARED/bench-data`` (default ``../shared/bench-data``).
 """
 
 from __future__ import annotations
@@ -44,11 +52,11 @@ from typing import Any
 import toolkeep
 from toolkeep.exceptions import StoreError
 from toolkeep.shorten import CCR_MARKER_RE, SAVED_PATH_RE, archive_key
-from toolkeep.stores import ArchiveStore, MemoryStore
+from toolkeep.stores import ArchiveStore, MemoryStore, open_store
 from toolkeep.workspace import Workspace
 
 HERE = Path(__file__).resolve().parent
-DATA = HERE.parent.parent / "shared" / "bench-data" / "anthropic"
+DATA = Path(os.environ.get("TOOLKEEP_SHARED", HERE.parent.parent / "shared")) / "bench-data" / "anthropic"
 TRAJECTORIES = (
     "claude-code__engram__diffusion__3f0a6f23.json",
     "gemini-cli__metaphi-figma-eval-010ac575__transcript.json",
@@ -62,11 +70,25 @@ READING = (
     "back-off window that waits for a stalled Redis; the rest fail at once. Save errors count "
     "every refused write, retried at each request."
 )
+LOSS_READING = (
+    "Before (main at 2549596), the requests after the same losses sent markers of which only "
+    "33,914 of 87,914 (39 %, claude-code), 227 of 999 (23 %, gemini-cli) and 37 of 121 (31 %, "
+    "swe-agent) recalled after each Redis loss, and none after the SQLite file was made again "
+    "(the session went on writing to the deleted file): a live session never archived again what "
+    "the store had lost. Now the check costs one epoch read per request that sends markers (a "
+    "round trip to Redis, a read of the SQLite file or of the file store's directory) and one "
+    "batched existence check for the keys not yet seen held under the store's epoch (after a "
+    "loss: all of them, once; and every 32 requests, for an entry lost with no change of epoch). "
+    "Under `allkeys-lru` Redis evicts whole keys, and the epoch lives in the hash that holds the "
+    "originals: they cannot go without it."
+)
 RETRY_AFTER = 2.0
 """Seconds a Redis that did not answer is left alone (``retry_after`` in the store URL)."""
 
 __all__ = [
     "FAULTS",
+    "LOSSES",
+    "After",
     "Outcome",
     "RedisServer",
     "check_output",
@@ -91,17 +113,31 @@ class RedisServer:
     before answering (``appendfsync always``), so SIGKILL loses nothing it acknowledged; it can
     be stopped (SIGSTOP), resumed, killed and started again on the same port."""
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, *options: str, persist: bool = True) -> None:
         binary = shutil.which("redis-server") or "/usr/bin/redis-server"
         if not os.access(binary, os.X_OK):
             raise FileNotFoundError("redis-server")
         self.binary, self.directory, self.port = binary, directory, free_port()
         self.url = f"redis://127.0.0.1:{self.port}/0"
         self.proc: subprocess.Popen[bytes] | None = None
+        self.options = [*(("--appendonly", "yes", "--appendfsync", "always") if persist else
+                          ("--appendonly", "no")), *options]  # fmt: skip
+        """With ``persist=False`` a restart loses everything."""
+
+    def command(self, *args: str) -> bytes:
+        """One command, its raw reply (the bench needs no client library for it)."""
+        with socket.create_connection(("127.0.0.1", self.port), timeout=5) as s:
+            s.sendall(f"*{len(args)}\r\n".encode() + b"".join(
+                f"${len(a.encode())}\r\n{a}\r\n".encode() for a in args))  # fmt: skip
+            return s.recv(4096)
+
+    def restart(self) -> None:
+        self.kill()
+        self.start()
 
     def start(self) -> None:
         args = [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-                "--appendonly", "yes", "--appendfsync", "always", "--dir", str(self.directory)]  # fmt: skip
+                "--dir", str(self.directory), *self.options]  # fmt: skip
         self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         for _ in range(200):
             try:
@@ -183,6 +219,9 @@ class Setup:
     cleanup: list[Any] = field(default_factory=list)
     settle: float = 0.0
     """Seconds after the run before its originals are checked (a Redis breaker's window)."""
+    loss: str | None = None
+    """For a loss (injected once, never healed): the store URL every marker sent after it is
+    checked through, each request."""
 
 
 def _redis(base: Path, query: str = "") -> tuple[RedisServer, str]:
@@ -293,6 +332,69 @@ def redis_capped(base: Path) -> Setup:
     return Setup(base / "ws", url, note="a Redis namespace with max_bytes=200K", cleanup=[server.kill])
 
 
+def redis_flushed(base: Path) -> Setup:
+    server = RedisServer(base, persist=False)
+    server.start()
+    return Setup(
+        base / "ws", server.url, inject=lambda: server.command("FLUSHALL"), note="FLUSHALL between two requests",
+        cleanup=[server.kill], loss=server.url,
+    )  # fmt: skip
+
+
+def redis_restarted_empty(base: Path) -> Setup:
+    server = RedisServer(base, persist=False)
+    server.start()
+    return Setup(
+        base / "ws", server.url, inject=server.restart,
+        note="killed and restarted on the same port between two requests, `--save '' --appendonly no`",
+        cleanup=[server.kill], loss=server.url,
+    )  # fmt: skip
+
+
+def redis_evicted(base: Path) -> Setup:
+    server = RedisServer(base, "--maxmemory", "64mb", "--maxmemory-policy", "allkeys-lru", persist=False)
+    server.start()
+    filler = "f" * 1_000_000
+
+    def evict() -> None:
+        for n in range(5_000):  # newer keys, until the server's (sampled) LRU takes the archive's hash
+            server.command("SET", f"other:{n}", filler)
+            if server.command("EXISTS", "{toolkeep}:data").startswith(b":0"):
+                return
+        raise RuntimeError("the archive was never evicted")
+
+    return Setup(
+        base / "ws", server.url, inject=evict,
+        note="`maxmemory 64mb`, `allkeys-lru`: other keys written until the server evicts the archive's hash",
+        cleanup=[server.kill], loss=server.url,
+    )  # fmt: skip
+
+
+def sqlite_recreated(base: Path) -> Setup:
+    db = base / "archive.db"
+    url = f"sqlite://{db}"
+
+    def lose() -> None:
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{db}{suffix}").unlink(missing_ok=True)
+        made = "import sys, toolkeep.stores.sqlite as s; s.SQLiteStore(sys.argv[1]).close()"
+        subprocess.run([sys.executable, "-c", made, str(db)], check=True)
+
+    return Setup(
+        base / "ws", url, inject=lose,
+        note="`archive.db*` deleted between two requests and made again (empty) by another process",
+        loss=url,
+    )  # fmt: skip
+
+
+LOSSES: dict[str, Any] = {
+    "redis FLUSHALL": redis_flushed,
+    "redis restarted, no persistence": redis_restarted_empty,
+    "redis maxmemory evicts the archive": redis_evicted,
+    "sqlite deleted, made again": sqlite_recreated,
+}
+
+
 FAULTS: dict[str, Any] = {
     "redis stopped": redis_stopped,
     "redis killed, restarted": redis_killed,
@@ -301,6 +403,7 @@ FAULTS: dict[str, Any] = {
     "sqlite over max_bytes": capped("sqlite:///BASE/archive.db?max_bytes=300K", "sqlite max_bytes=300K"),
     "file over max_entries": capped("file://BASE/archive?max_entries=8", "file max_entries=8"),
     "redis over max_bytes": redis_capped,
+    **LOSSES,
 }
 
 
@@ -376,6 +479,22 @@ class Outcome:
     note: str
     in_fault: bool = True
     """False for a fault that lasts the whole run (a cap): every request is in it."""
+    after: After | None = None
+    """For a loss: what the requests after it sent."""
+
+
+@dataclass
+class After:
+    """The requests prepared after a loss, and the markers they sent."""
+
+    requests: int = 0
+    markers: int = 0
+    recalled: int = 0
+    dead: list[str] = field(default_factory=list)
+    first: float = 0.0
+    """Seconds the first request after the loss took to prepare."""
+    round_trips: int = 0
+    """Calls the session made to check its markers (epoch reads, batched checks), whole run."""
 
 
 def replay(
@@ -400,6 +519,8 @@ def replay(
     inside: list[float] = []
     outside: list[float] = []
     out: list[Any] = []
+    after = After() if setup.loss else None
+    checker = None
     try:
         config = toolkeep.Config() if policy is None else toolkeep.Config(policy=policy)
         with toolkeep.Session(config, workspace=setup.workspace, store=setup.store) as session:
@@ -415,21 +536,43 @@ def replay(
                     print(f"  request {n}: {type(exc).__name__}: {exc}", file=sys.stderr)
                     continue
                 finally:
-                    (inside if first <= n < last and setup.inject else outside).append(
-                        time.perf_counter() - t
-                    )
+                    took = time.perf_counter() - t
+                    during = n == first if setup.loss else first <= n < last
+                    (inside if during and setup.inject else outside).append(took)
                 prepared += toolkeep.validate(out, "anthropic") == []
                 save_errors += len(report.save_errors)
+                if after is not None and setup.loss and n >= first:
+                    checker = checker or open_store(setup.loss)
+                    sent_after(checker, out, after)
+                    after.first = after.first or took
             time.sleep(setup.settle)
             check = check_output(session.recall_store, session.workspace, history, out)
+            if after is not None:  # (a session of before this check counts none)
+                trackers = getattr(session, "_trackers", {})
+                after.round_trips = sum(t.round_trips for t in trackers.values())
     finally:
+        if checker is not None:
+            checker.close()
         for clean in setup.cleanup:
             clean()
     return Outcome(
         fault, "", len(ends), prepared, check, save_errors,
         max(inside, default=0.0), statistics.median(outside) if outside else 0.0, setup.note,
-        setup.inject is not None,
+        setup.inject is not None, after,
     )  # fmt: skip
+
+
+def sent_after(store: ArchiveStore, out: list[Any], after: After) -> None:
+    """Count the markers of one request sent after a loss, and those that recall their
+    original byte-exact through ``store`` (a new opening of the session's store)."""
+    after.requests += 1
+    for key in sorted(set(CCR_MARKER_RE.findall(json.dumps(out, ensure_ascii=False)))):
+        after.markers += 1
+        got = store.get(key)
+        if got is not None and archive_key(got) == key:
+            after.recalled += 1
+        elif key not in after.dead:
+            after.dead.append(key)
 
 
 def load(name: str) -> list[Any]:
@@ -466,39 +609,85 @@ def table(rows: list[Outcome]) -> str:
     return "\n".join(lines)
 
 
+def losses_table(rows: list[Outcome]) -> str:
+    lines = [
+        "| loss | trajectory | requests after it | markers they sent | recall byte-exact | "
+        "first request after it | median prepare | check calls / request |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        a = r.after
+        if a is None:
+            continue
+        pct = 100.0 * a.recalled / a.markers if a.markers else 100.0
+        lines.append(
+            f"| {r.fault} | {r.trajectory} | {a.requests} | {a.markers:,} | {a.recalled:,} ({pct:.0f} %) | "
+            f"{a.first * 1000:.1f} ms | {r.median_outside * 1000:.2f} ms | {a.round_trips / r.requests:.2f} |"
+        )
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--write", action="store_true", help="record the table in bench/results.md")
     parser.add_argument("--trajectory", action="append", help="a file under ../shared/bench-data/anthropic")
     parser.add_argument("--fault", action="append", choices=sorted(FAULTS))
+    parser.add_argument("--losses", action="store_true", help="only the losses (section 'Store losses')")
     args = parser.parse_args()
     if not DATA.is_dir():
-        sys.exit(f"no trajectories under {DATA}: this benchmark needs ../shared/bench-data")
+        sys.exit(
+            f"no trajectories under {DATA}: this benchmark needs ../shared/bench-data (or $TOOLKEEP_SHARED)"
+        )
     rows: list[Outcome] = []
     notes: dict[str, str] = {}
     for name in args.trajectory or TRAJECTORIES:
         history = load(name)
-        for fault in args.fault or FAULTS:
+        for fault in args.fault or (LOSSES if args.losses else FAULTS):
             with scratch() as base:
                 row = replay(fault, history, base)
             row.trajectory = name.split("__")[0] + "…" + name[-13:-5]
             notes[fault] = row.note
             rows.append(row)
             print(table([row]).splitlines()[-1], flush=True)
+            if row.after is not None:
+                print(losses_table([row]).splitlines()[-1], flush=True)
     body = table(rows)
+    lost = losses_table(rows)
     print(body)
-    if args.write:
-        from speed import write_section
+    print(lost)
+    if not args.write:
+        return
+    from speed import write_section
 
-        how = "\n".join(f"- {fault}: {note}" for fault, note in notes.items())
+    faults = [r for r in rows if r.after is None]
+    losses = [r for r in rows if r.after is not None]
+    when = f"({time.strftime('%Y-%m-%d')}, as root in a container)"
+    if faults:
+        how = "\n".join(f"- {fault}: {notes[fault]}" for fault in dict.fromkeys(r.fault for r in faults))
         write_section(
             "Faults",
             "Each trajectory replayed request by request (every prefix) through one Session; the "
             "fault starts at 40 % of the requests and ends at 70 % (a cap lasts throughout). "
             "*Recoverable*: a shortened result of the final output whose marker recalls its "
             "original, whose saved path reads it back, or that says `could not be saved`. "
-            f"`python bench/faults.py --write` ({time.strftime('%Y-%m-%d')}, as root in a "
-            "container):\n\n" + how + "\n\n" + body + "\n\n" + READING,
+            f"`python bench/faults.py --write` {when}:\n\n" + how + "\n\n" + table(faults) + "\n\n" + READING,
+        )
+    if losses:
+        how = "\n".join(f"- {fault}: {notes[fault]}" for fault in dict.fromkeys(r.fault for r in losses))
+        write_section(
+            "Store losses",
+            "The store loses what it held once, between two requests at 40 % of the trajectory, "
+            "replayed as in *Faults*; after the loss, every request: each marker it sends, "
+            "recalled through a new opening of the store (*first request after it*: the one that "
+            "finds the loss and archives again; *check calls*: epoch reads and batched checks of "
+            f"the whole run, per request). `python bench/faults.py --write --losses` {when}:\n\n"
+            + how
+            + "\n\n"
+            + lost
+            + "\n\nThe final output of each run, checked as in *Faults*:\n\n"
+            + table(losses)
+            + "\n\n"
+            + LOSS_READING,
         )
 
 

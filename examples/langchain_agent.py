@@ -1,8 +1,14 @@
 """A LangChain v1 agent with toolkeep as middleware (toolkeep.integrations.langchain).
 
 Runs offline: the model is LangChain's GenericFakeChatModel playing a script (read a file six
-times, then stop). Old reads reach the model compacted; the agent's state keeps them whole.
-With a real model, pass e.g. ``"anthropic:claude-sonnet-4-5"`` to ``create_agent`` instead.
+times, then stop), and prints the size of every tool result each request sends it. Under the
+default, cache-aware policy every read of these six reaches the model whole (6,260 chars each):
+in a session this short, shortening an old read would cost more in prompt-cache rewrites than
+it saves, and the policy holds reads a turn longer than other results. The agent's state keeps
+them whole too; only the messages sent are ever shortened. Run with ``TOOLKEEP_POLICY=spec`` to
+see old reads shortened by age instead (the last request then sends ``[90, 90, 2576, 2576,
+6260, 6260]``). With a real model, pass e.g. ``"anthropic:claude-sonnet-4-5"`` to
+``create_agent`` instead.
 
     pip install 'toolkeep[langchain]'
     python examples/langchain_agent.py

@@ -363,6 +363,7 @@ def test_hundred_megabyte_result_cli(tmp_path: Path) -> None:
     assert recalled.returncode == 0 and recalled.stdout == text.encode()
 
 
+@pytest.mark.slow  # a hundred thousand messages per policy: minutes
 @pytest.mark.parametrize("policy", sorted(POLICIES))
 def test_hundred_thousand_messages(policy: str, tmp_path: Path) -> None:
     """A 100,000-message history is prepared whole under every policy: valid, every result kept

@@ -158,7 +158,7 @@ class TestInPipeline:
 
     def test_by_default_a_fresh_read_over_the_limit_is_previewed(self, session: Session) -> None:
         """With the defaults a 25,000-char read is within its cap but over the 20,000 limit: the
-        model sees the preview (what the README's levels table says)."""
+        model sees the preview (what the configuration page's levels table says)."""
         out, report = session.prepare(anthropic_turns(("t1", "read", "r" * 25_000)))
         assert report.capped == 0 and report.persisted == 1
         assert 5_000 < len(text_of(out)) < 5_200

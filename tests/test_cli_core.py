@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -262,9 +263,15 @@ class TestRecall:
         (tmp_path / "ws").mkdir()
         one_error_line(run("recall", key, "--workspace", str(tmp_path / "ws")))
 
-    def test_recall_needs_workspace(self) -> None:
-        """recall without --workspace is a usage error."""
-        one_error_line(run("recall", "0123456789abcdef"))
+    def test_recall_without_a_store_looks_in_the_per_user_archive(self, tmp_path: Path) -> None:
+        """recall with no store named looks in the per-user archive; with none there, exit 1 and
+        one line saying so (never creating one)."""
+        env = {**os.environ, "TOOLKEEP_CACHE_DIR": str(tmp_path / "cache")}
+        env.pop("TOOLKEEP_STORE_URL", None)
+        result = subprocess.run([*TOOLKEEP, "recall", "0123456789abcdef"], capture_output=True, env=env)
+        assert result.returncode == 1 and result.stdout == b""
+        assert result.stderr.decode().count("\n") == 1 and "per-user archive" in result.stderr.decode()
+        assert not (tmp_path / "cache" / "archive.db").exists()
 
 
 class TestValidate:
@@ -286,6 +293,29 @@ class TestValidate:
         result = run("validate", str(out), "--format", "anthropic")
         assert result.returncode == 0
         assert b"valid" in result.stdout
+
+    @pytest.mark.parametrize("command", ["validate", "prepare"])
+    def test_a_format_the_input_does_not_look_like(
+        self, command: str, broken_file: Path, tmp_path: Path
+    ) -> None:
+        """--format naming a format the input is not: a warning naming the one it looks like (a
+        broken Anthropic history read as OpenAI Chat has no calls to find broken); with
+        --strict-format, exit 2 and that one line."""
+        args = [command, str(broken_file), "--format", "openai-chat"]
+        if command == "prepare":
+            args += ["-o", str(tmp_path / "o.json"), "--workspace", str(tmp_path / "ws")]
+        strict = one_error_line(run(*args, "--strict-format"))
+        assert not (tmp_path / "ws").exists()
+        result = run(*args)
+        warning = result.stderr.decode().splitlines()[0]
+        assert warning == (
+            f"toolkeep: warning: {broken_file} looks like anthropic, not openai-chat: read as "
+            "openai-chat, its tool calls and results may go unseen (--format auto detects the format)"
+        )
+        assert result.returncode == 0
+        assert strict == warning.replace("toolkeep: warning: ", "toolkeep: error: ")
+        named = run(*[a if a != "openai-chat" else "anthropic" for a in args], "--strict-format")
+        assert b"looks like" not in named.stderr and named.returncode == (1 if command == "validate" else 0)
 
     def test_validate_openai_from_stdin(self) -> None:
         """validate reads stdin with ``-`` and knows the OpenAI Chat rules."""

@@ -95,13 +95,13 @@ class TestRecall:
 
     @pytest.mark.parametrize(
         "args",
-        [["../../etc/passwd"], ["0123456789ABCDEG"], ["0123456789abcdef"],
+        [["../../etc/passwd"], ["0123456789ABCDEG"],
          ["0123456789abcdef", "--store", "memory://", "--workspace", "."],
          ["0123456789abcdef", "--store", "memory://", "--start-line", "3", "--end-line", "2"],
          ["0123456789abcdef", "--store", "ftp://x"]],
     )  # fmt: skip
     def test_bad_usage_exits_2(self, args: list[str], tmp_path: Path) -> None:
-        """A malformed key, no store, both stores, a reversed range, a bad URL: exit 2, one line."""
+        """A malformed key, both stores, a reversed range, a bad URL: exit 2, one line."""
         if args[0] == "../../etc/passwd":
             args = [*args, "--store", "memory://"]
         done = run("recall", *args)
@@ -169,6 +169,33 @@ class TestStoreCommands:
         done = run("store", "gc", "--store", url + "?max_entries=2")
         assert done.stdout.decode().startswith("removed 0 expired, evicted 3; 2 originals")
 
-    def test_missing_store_is_usage_error(self) -> None:
-        """store stats with no store named exits 2."""
-        assert run("store", "stats").returncode == 2
+    def test_no_store_named_is_the_per_user_archive(self, tmp_path: Path) -> None:
+        """With no store named, store stats and recall use the per-user archive, where a capped
+        tool output keeps its original: stats show its limits (1 GiB, 30 days), recall finds the
+        original, also after a miss in a workspace's archive. Before anything was kept there:
+        exit 1, and no archive is made."""
+        env = {"TOOLKEEP_CACHE_DIR": str(tmp_path / "cache")}
+        assert run("store", "stats", env=env).returncode == 1
+        assert run("recall", "0123456789abcdef", env=env).returncode == 1
+        assert not (tmp_path / "cache" / "archive.db").exists()
+        original = big(4_000)
+        code = (
+            "import re, sys, toolkeep\n"
+            "with toolkeep.Session() as s:\n"
+            "    print(re.search(r'<<ccr:(\\w+)>>', s.cap_result('c1', 'ls', sys.stdin.read()))[1])\n"
+        )
+        capped = subprocess.run(
+            [sys.executable, "-c", code], input=original.encode(), capture_output=True,
+            env={**os.environ, **env}, timeout=120,
+        )  # fmt: skip
+        key = capped.stdout.decode().strip()
+        assert key == archive_key(original), capped.stderr
+        assert run("recall", key, env=env).stdout.decode() == original
+        (tmp_path / "ws" / "archive").mkdir(parents=True)
+        assert run("recall", key, "--workspace", str(tmp_path / "ws"), env=env).stdout.decode() == original
+        stats = json.loads(run("store", "stats", "--json", env=env).stdout)
+        assert (stats["entries"], stats["max_bytes"], stats["ttl"]) == (1, 2**30, 30 * 86_400)
+        url = f"sqlite://{tmp_path / 'cache' / 'archive.db'}"
+        text = run("store", "stats", "--store", url, env=env).stdout.decode()
+        assert "1,073,741,824 (1 GiB)" in text and "2,592,000 s (30 days)" in text
+        assert "max_entries  none" in text

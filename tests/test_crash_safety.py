@@ -154,6 +154,7 @@ def big_history(results: int, size: int) -> list[Any]:
     return history
 
 
+@pytest.mark.slow  # a crash sweep: minutes
 def test_killed_at_random_moments_of_prepare(tmp_path: Path) -> None:
     """``toolkeep prepare`` killed at random moments while it saves 24 results of 2 MB: whatever is
     left is whole or refused, and a rerun completes every file."""

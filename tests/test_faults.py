@@ -94,7 +94,9 @@ def test_workspace_cannot_be_created() -> None:
 
 def test_workspace_removed_mid_session(tmp_path: Path) -> None:
     """The workspace deleted under a live session (a tmp cleaner, with the archive in it): prepare
-    goes on, says so, and saves again once the directory is back."""
+    goes on, says so, and saves again once the directory is back. The archive's directory is
+    made again at once, and holds again the original of the marker sent before (markers always
+    recall); the saved file is said to be lost until the workspace's own directory is back."""
     history: list[Any] = [{"role": "user", "content": "go"}, *block(1, 25_000)]
     with Session(Config(), workspace=tmp_path / "ws") as session:
         out, report = session.prepare(history)
@@ -103,11 +105,12 @@ def test_workspace_removed_mid_session(tmp_path: Path) -> None:
         history = [*history, *block(2, 25_000)]
         out, report = session.prepare(history)
         assert toolkeep.validate(out) == []
-        assert check_honest(session, out, history, 2) == (False, False)
+        (key,) = CCR_MARKER_RE.findall(result_of(out, 1))
+        assert session.store.get(key) == original_of(history, 1)  # its marker recalls again
+        assert check_honest(session, out, history, 2) == (False, True)
         assert NOT_SAVED + "No such file or directory" in result_of(out, 2)
-        assert len(report.save_errors) == 2
-        for sub in ("tool-results", "archive"):
-            (session.workspace.path / sub).mkdir(parents=True)
+        assert len(report.save_errors) == 1
+        (session.workspace.path / "tool-results").mkdir(parents=True)
         history = [*history, *block(3, 10)]
         out, report = session.prepare(history)
         assert report.save_errors == []
@@ -150,13 +153,18 @@ def unprivileged() -> Iterator[tuple[Path, list[str]]]:
 
 
 def run_child(ws: Path, history: list[Any], prefix: list[str], code: str = CHILD) -> dict[str, Any]:
-    """Prepare ``history`` in a child process with workspace ``ws``; its output and report."""
+    """Prepare ``history`` in a child process with workspace ``ws``; its output and report.
+
+    The child's per-user cache dir is its own, next to ``ws`` (owned by whoever the child runs
+    as): the tests' one is shared by every test of the run (and by both workers), so what it
+    holds, and whether the child may use it, would depend on which tests ran before."""
     proc = subprocess.run(
         [*prefix, sys.executable, "-c", code, str(ws)],
         input=json.dumps(history).encode(),
         capture_output=True,
         timeout=120,
         cwd=ws.parent,
+        env={**os.environ, "TOOLKEEP_CACHE_DIR": str(ws.parent / "cache")},
     )
     assert proc.returncode == 0, proc.stderr.decode()
     data: dict[str, Any] = json.loads(proc.stdout)

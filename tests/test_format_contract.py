@@ -275,6 +275,7 @@ def _size(messages: list[Any]) -> int:
     return len(json.dumps(plain(messages), ensure_ascii=False, separators=(",", ":"), default=str))
 
 
+@pytest.mark.slow  # a long session per format: 15-25 s each
 @pytest.mark.parametrize(("name", "objects"), CASES, ids=IDS)
 def test_cache_aware_policy_shrinks_every_format_alike(name: str, objects: bool, tmp_path: Path) -> None:
     """The cache-aware policy saves in each format (nearly) the share it saves on the Anthropic

@@ -57,6 +57,7 @@ def _turns(n: int) -> list[Any]:
 SMALL = [p for p in TRAJECTORIES if p.stat().st_size < 1_500_000]
 
 
+@pytest.mark.slow  # a fresh run at every turn of eight real trajectories: minutes each under economy
 @pytest.mark.parametrize("policy", sorted(POLICIES))
 @pytest.mark.parametrize("path", SMALL[:8] or [None], ids=lambda p: p.stem[:50] if p else "absent")
 def test_cached_session_matches_fresh_run_at_every_turn(

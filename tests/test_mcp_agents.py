@@ -24,6 +24,9 @@ from toolkeep.recall import RECALL_TOOL, handle_tool_call
 from toolkeep.shorten import archive_key
 from toolkeep.stores import FileStore
 
+# real agents from npm, end to end: the slow lane's
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(scope="module")
 def upstream() -> Iterator[ScriptedUpstream]:

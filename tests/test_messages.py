@@ -31,6 +31,7 @@ def test_copies_leave_the_original_as_it_was() -> None:
     assert message.results == (part,) and message.calls == ()
 
 
+@pytest.mark.slow  # runs mypy: 10-20 s
 def test_type_checkers_refuse_an_assignment(tmp_path: Path) -> None:
     """The model is frozen for type checkers (plain slotted dataclasses at run time, for speed):
     mypy must flag an assignment to any of its classes, and accept ``replace``."""

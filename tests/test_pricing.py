@@ -24,7 +24,7 @@ from toolkeep.replay.tokens import get_counter
 from .strategies import long_sessions, property_settings
 from .test_policies import economy_run, requests, session_of, texts
 
-README = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+PRICING_PAGE = (Path(__file__).resolve().parent.parent / "docs" / "pricing.md").read_text(encoding="utf-8")
 
 
 class TestPresets:
@@ -45,8 +45,8 @@ class TestPresets:
         assert all(p.source.startswith("https://") and p.model for p in PRESETS.values())
 
     def test_readme_table_gives_every_preset_s_figures(self) -> None:
-        """The README's Pricing table lists each preset with its read, write, TTL and price."""
-        section = README[README.index("## Pricing") :]
+        """The Pricing page's table lists each preset with its read, write, TTL and price."""
+        section = PRICING_PAGE
         for name, p in PRESETS.items():
             row = next(line for line in section.splitlines() if line.startswith(f"| `{name}` |"))
             cells = [c.strip() for c in row.strip("|").split("|")]

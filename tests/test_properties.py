@@ -103,6 +103,7 @@ class TestPrepareProperties:
 
 
 class TestAcrossProcesses:
+    @pytest.mark.slow  # two CLI processes per example: half a minute
     @property_settings(8)
     @given(case=agent_histories(max_blocks=4))
     def test_two_cli_processes_share_a_workspace_byte_identically(
@@ -137,6 +138,7 @@ def _or_too_large(run: Any, *args: Any, **kwargs: Any) -> Any:
 
 
 class TestIncremental:
+    @pytest.mark.slow  # 60 examples x 3 policies, a fresh run at every turn: minutes
     @pytest.mark.parametrize("policy", sorted(POLICIES))
     @property_settings(60)
     @given(case=st.one_of(broken_histories(), long_sessions(), budget_sessions()), limit=request_budgets)
@@ -181,6 +183,7 @@ class TestIncremental:
                     assert json.dumps(fed[0]) == json.dumps(fresh[0])
                 sent = fed[0] if fed[0] != "too large" else list(history[:cut])
 
+    @pytest.mark.slow  # tens of seconds per policy
     @pytest.mark.parametrize("policy", sorted(POLICIES))
     @property_settings(60)
     @given(case=st.one_of(broken_histories(), long_sessions(), budget_sessions()), data=st.data())

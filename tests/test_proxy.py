@@ -374,21 +374,21 @@ def test_stats_count_requests_savings_and_cache_aware_cost(
     assert len(lines) == 8 and all(" conversation " in line and " cost " in line for line in lines)
 
 
-def test_the_readme_gives_the_command_and_its_flags_exist() -> None:
+def test_the_docs_give_the_command_and_its_flags_exist() -> None:
+    """The proxy page's command and the flags it names are the proxy's own, and the defaults it
+    states are the ones -h shows."""
     import re
     import subprocess
 
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
-    section = readme[readme.index("## Use with Claude Code / Codex / any OpenAI-compatible agent") :]
-    synopsis = (
-        "toolkeep proxy [--host 127.0.0.1] [--port 8787]\n"
-        "               [--anthropic-upstream URL] [--openai-upstream URL]\n"
-        "               [--workspace DIR] [--store URL] [--policy NAME] [--pricing NAME]"
-    )
-    assert synopsis in section
-    assert "ANTHROPIC_BASE_URL=http://127.0.0.1:8787 claude" in section
+    page = (Path(__file__).resolve().parents[1] / "docs" / "proxy.md").read_text(encoding="utf-8")
+    assert "toolkeep proxy --host 127.0.0.1 --port 8787" in page
+    assert "ANTHROPIC_BASE_URL=http://127.0.0.1:8787 claude" in page
+    named = re.search(r"Its flags \((.*?)\) are in the", page, re.DOTALL)
+    assert named is not None
     helped = subprocess.run([*TOOLKEEP, "proxy", "-h"], capture_output=True, text=True, timeout=60).stdout
-    for flag in re.findall(r"--[a-z-]+", synopsis):
+    flags = re.findall(r"--[a-z-]+", named.group(1))
+    assert len(flags) >= 6
+    for flag in flags:
         assert flag in helped
     assert "default: 127.0.0.1" in helped and "default: 8787" in helped
 
@@ -506,7 +506,9 @@ def test_at_most_preparing_threads_requests_are_prepared_at_once(tmp_path: Path)
             transport=httpx.ASGITransport(app=app), base_url="http://proxy"
         ) as client:
             sent = [asyncio.create_task(client.post("/v1/messages", json={"messages": []})) for _ in range(5)]
-            for _ in range(6_000):  # until the three others wait for a thread (or a minute passes)
+            # until the three others wait for a thread and the two admitted have entered prepare
+            # (a thread is admitted before it runs), or one too many entered, or a minute passed
+            for _ in range(6_000):
                 waiting = app.state.preparing.statistics().tasks_waiting
                 # (a thread that holds the limiter may not have begun preparing yet: wait for both)
                 settled = waiting == 5 - PREPARING_THREADS and len(inside) == PREPARING_THREADS

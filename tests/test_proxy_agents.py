@@ -36,6 +36,9 @@ from tests.upstream_server import SAVED, ScriptedUpstream
 from tests.upstream_tap import Tap
 from toolkeep.requests import validate_request
 
+# the real clients end to end (an npm install when they are not there): the slow lane's
+pytestmark = pytest.mark.slow
+
 PACKAGES = {"claude": "@anthropic-ai/claude-code", "codex": "@openai/codex", "gemini": "@google/gemini-cli"}
 FILES = 12
 FINISHED = {

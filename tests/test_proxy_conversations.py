@@ -267,6 +267,7 @@ def test_the_proxy_output_is_valid_deterministic_and_never_mutates(case: tuple[s
     )
 
 
+@pytest.mark.slow  # 40 generated agent histories through the proxy's preparing: 20 s
 @property_settings(40)
 @given(agent_anthropic_histories())
 def test_keeping_the_last_turn_never_adds_a_violation(messages: list[Any]) -> None:

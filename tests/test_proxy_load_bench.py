@@ -8,9 +8,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 BENCH = Path(__file__).resolve().parents[1] / "bench" / "proxy_load.py"
 
 
+@pytest.mark.slow  # runs the load bench: most of a minute
 def test_the_load_bench_runs_every_load_each_way(tmp_path: Path) -> None:
     done = subprocess.run(
         [sys.executable, str(BENCH), "--seconds", "2", "--conversations", "3", "--light-seconds", "1",

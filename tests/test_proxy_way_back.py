@@ -519,6 +519,7 @@ def test_the_tool_named_is_the_proxys_own_mcp_recall_and_gives_the_original(
             assert archive_key(text) == key
 
 
+@pytest.mark.slow  # a real agent from npm
 def test_claude_codes_own_declaration_of_the_proxys_mcp_recall_is_recognised(
     tmp_path: Path, upstream: Any
 ) -> None:
@@ -549,6 +550,7 @@ def test_claude_codes_own_declaration_of_the_proxys_mcp_recall_is_recognised(
     )
 
 
+@pytest.mark.slow  # a real agent from npm
 def test_gemini_clis_own_declaration_of_the_proxys_mcp_recall_is_recognised(
     tmp_path: Path, gemini: Any
 ) -> None:
@@ -597,6 +599,7 @@ def test_gemini_clis_own_declaration_of_the_proxys_mcp_recall_is_recognised(
     )
 
 
+@pytest.mark.slow  # a real agent from npm
 def test_codexs_own_declaration_of_the_proxys_mcp_recall_is_recognised(tmp_path: Path, upstream: Any) -> None:
     """Real Codex, with the proxy's /toolkeep/mcp among its MCP servers, sends its requests through
     the proxy: it declares the server's tools in a namespace, ``mcp__toolkeep``, and a long

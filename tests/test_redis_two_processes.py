@@ -83,6 +83,7 @@ def env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k != "TOOLKEEP_STORE_URL"}
 
 
+@pytest.mark.slow  # two processes over every key of a trajectory: half a minute
 def test_one_prepares_the_other_recalls_every_key(namespace: str, tmp_path: Path) -> None:
     """A `toolkeep prepare --store redis://` process archives; another process recalls every key
     byte-exact, once with `toolkeep recall` and once by paging through the recall tool."""

@@ -46,6 +46,7 @@ def replay(policy: str) -> dict[str, Any]:
     return {"sent": sent, "refused": refused, "unrecalled": unrecalled, "keys": keys, "requests": len(ends)}
 
 
+@pytest.mark.slow  # every request of the largest trajectory: 1-2 min each
 @pytest.mark.parametrize("policy", ["spec", "economy"])
 def test_largest_trajectory_within_150k(policy: str) -> None:
     shared_or_skip()

@@ -204,6 +204,7 @@ def capped(backend: str, tmp_path: Path, url: str, query: str) -> ArchiveStore:
     return open_store(f"{url}?prefix={fresh_prefix()}&{query}")
 
 
+@pytest.mark.slow  # a real trajectory through each backend: 1.5-2 min each
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_a_real_trajectory_through_a_capped_store(
     backend: str, tmp_path: Path, request: pytest.FixtureRequest

@@ -44,6 +44,9 @@ from tests.upstream_server import ScriptedUpstream, _tool_names
 from tests.upstream_tap import Tap, _head
 from toolkeep.requests import validate_request
 
+# real agents from npm, end to end: the slow lane's
+pytestmark = pytest.mark.slow
+
 FINISHED = f"done: read {FILES} files and recalled the cut text"
 SENTINELS = {
     f"SENTINEL-{n:02d} middle line {i}: the text toolkeep cut from file {n}"

@@ -114,7 +114,7 @@ DEFAULT_PRESERVE_TOOLS: frozenset[str] = frozenset(
         "run_command", "run_shell_command", "terminal", "python", "ipython",
     }
 )  # fmt: skip
-"""Tool names (lower case) whose results SPEC's microcompaction (``policy="spec"``) never
+"""Tool names (lower case) whose results the age-based compaction of ``policy="spec"`` never
 shortens; the default policy, ``economy``, tells shell commands apart instead (see
 :class:`Economy`), and ``seed`` preserves nothing."""
 
@@ -210,7 +210,7 @@ class Economy:
     """Reads of files (whose contents the agent goes on to edit or rewrite) move to each tier
     this many times later; output of executions and searches is usually consulted once."""
     previews: bool = True
-    """Content-aware forms with a names index (else SPEC's head+tail and one-line summary)."""
+    """Content-aware forms with a names index (else a plain head+tail and the one-line summary)."""
     trim_chars: int = 2_000
     summary_chars: int = 600
     index_share: float = 1.0
@@ -278,7 +278,7 @@ class Config:
     # which step list to run: see toolkeep.policies.POLICIES
     policy: str = "economy"
     """The named policy to run (:data:`toolkeep.policies.POLICIES`): ``economy`` (the default,
-    cache-aware), ``spec`` (SPEC's pipeline) or ``seed`` (ChatCLI's behaviour). ``"default"`` is
+    cache-aware), ``spec`` (by age, from the original) or ``seed`` (by age, on the text as it stands). ``"default"`` is
     accepted for the default and read back as the name it stands for (``economy``), so
     ``Report.policy`` always names the policy that ran."""
     economy: Economy = field(default_factory=lambda: Economy())
@@ -295,7 +295,7 @@ class Config:
     store_ttl_seconds: float | None = None
     recall_protect_turns: int = 4
     """A result of a ``recall_tools`` tool is not compacted until it is this many turns old (by
-    ``economy`` and ``spec``; ``seed``, ChatCLI's, knows no recall)."""
+    ``economy`` and ``spec``; ``seed`` knows no recall)."""
     recall_page_chars: int = 16_000
     """Most chars one recall answer holds (also kept under ``max_result_chars`` and the cap)."""
     recall_tools: frozenset[str] = frozenset({"recall", "read_result"})

@@ -144,8 +144,8 @@ def tool_definitions(format: str, tools: tuple[str, ...] = (RECALL_TOOL, READ_TO
     - ``langchain``: OpenAI-style dicts, as ``bind_tools`` takes them (see also
       :func:`langchain_tools` for runnable tools)
 
-        >>> [d["name"] for d in tool_definitions("anthropic")]
-        ['recall', 'read_result']
+    >>> [d["name"] for d in tool_definitions("anthropic")]
+    ['recall', 'read_result']
     """
     specs = tool_specs(tools)
     if format not in TOOL_FORMATS:

@@ -9,6 +9,7 @@ import secrets
 import threading
 import time
 import uuid
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, overload
@@ -20,6 +21,7 @@ from .conversation_key import conversation_key
 from .engine import Resolved, SessionState, common_prefix
 from .exceptions import ConfigError, FormatError, RequestTooLargeError, SessionClosedError
 from .formats import Format, _sdk, detect_format, get_format, resolve_format
+from .markers import Recording, Tracker
 from .messages import ToolResultPart
 from .pipeline import Prepared
 from .policies import build_steps
@@ -27,7 +29,7 @@ from .pricing import CacheTimes, resolve_pricing
 from .recall import handle_tool_call, tool_definitions
 from .report import Report
 from .requests import PreparedRequest, Request, read_request
-from .steps import Step, StepContext, ToolCaps
+from .steps import Memo, Step, StepContext, ToolCaps
 from .stores import ArchiveStore, open_store, store_for_config
 from .stores.layered import LayeredStore
 from .stores.pinned import PinnedWrites
@@ -125,6 +127,12 @@ class Session(Closing):
     conversations_kept = 16
     """How many conversations' state a session keeps (see :meth:`prepare`)."""
 
+    marker_recheck_every = 32
+    """Before each request goes out, the session makes sure the store holds every original a
+    marker in it names (:mod:`toolkeep.markers`): one epoch read per request, and a batched
+    check of the keys not yet seen under it. Every this many requests of a conversation, every
+    key is checked anyway (for a single entry lost with no change of epoch); ``0``: never."""
+
     def __init__(
         self,
         config: Config | None = None,
@@ -191,6 +199,9 @@ class Session(Closing):
         """What the session carries from one request to the next (:mod:`toolkeep.engine`), for
         the conversation of the last request."""
         self._states: OrderedDict[str, SessionState] = OrderedDict()
+        self._trackers: weakref.WeakKeyDictionary[SessionState, Tracker] = weakref.WeakKeyDictionary()
+        """Per conversation: its markers, and whether the store holds their originals
+        (:mod:`toolkeep.markers`)."""
         self._lock = threading.Lock()
         self._closed = False
 
@@ -348,29 +359,59 @@ class Session(Closing):
         same = common_prefix(state.last, messages)
         # what a failed request read is forgotten: the next one is compared with nothing
         state.last = []
+        tracker = self._trackers.get(state)
+        if tracker is None:
+            tracker = self._trackers[state] = Tracker()
         try:
             fmt = self._format(messages, format, same)
-            pricing = resolve_pricing(self.config.pricing, fmt)
-            state.expiry.now = state.last_time is not None and now - state.last_time > pricing.ttl_seconds
-            report = Report(format=fmt.name, policy=self.config.policy, pricing=pricing.name)
-            ctx = StepContext(
-                fmt, self.config, self.workspace, self._writes, report, memo=state.memo, expiry=state.expiry
-            )
-            prepared = Prepared(
-                engine.run(fmt, messages, self.steps, ctx, state, same, extras=extras), report
-            )
+            prepared = self._run(fmt, messages, extras, state, same, now, tracker)
         except RequestTooLargeError:
             state.last = list(messages)  # prepared, then refused whole: the next request goes on from it
             raise
         except BaseException:
             state.resolved = None
             raise
-        finally:
-            state.memo.end_run()
         state.last = list(messages)
         state.last_time = now
         _log_report(prepared.report, len(messages))
         return prepared
+
+    def _run(
+        self,
+        fmt: Format,
+        messages: Sequence[Any],
+        extras: tuple[Any, ...],
+        state: SessionState,
+        same: int,
+        now: float,
+        tracker: Tracker,
+    ) -> Prepared:
+        """Prepare ``messages`` on ``state``; then make sure every marker the output names
+        recalls (:mod:`toolkeep.markers`). When the store lost originals that the session no
+        longer holds in memory, or refuses them again, the request is prepared afresh: every
+        cut archives its original again from the request, or says it could not be saved."""
+        for attempt in (0, 1):
+            pricing = resolve_pricing(self.config.pricing, fmt)
+            state.expiry.now = state.last_time is not None and now - state.last_time > pricing.ttl_seconds
+            report = Report(format=fmt.name, policy=self.config.policy, pricing=pricing.name)
+            recorded: dict[str, str] = {}
+            ctx = StepContext(
+                fmt, self.config, self.workspace, Recording(self._writes, recorded), report,
+                memo=state.memo, expiry=state.expiry,
+            )  # fmt: skip
+            try:
+                prepared = Prepared(
+                    engine.run(fmt, messages, self.steps, ctx, state, same, extras=extras), report
+                )
+            finally:
+                state.memo.end_run()
+            if tracker.check(prepared.messages, recorded, self._writes, self.marker_recheck_every) or attempt:
+                return prepared
+            # from scratch: every cut archives its original again, or says it could not
+            state.forget()
+            state.memo = Memo()
+            same = 0
+        raise AssertionError("unreachable")  # pragma: no cover
 
     def _now(self) -> float:
         """The clock's reading, checked: a number of seconds."""
@@ -466,8 +507,12 @@ class Session(Closing):
         Call it where a result is produced (a tool dispatcher). Over the cap, the output keeps
         its head and tail around ``[TRUNCATED N chars omitted, M kept]``, the whole of it never
         longer than the cap, and the full text is archived and persisted first, so the marker
-        leads back to it. ``cap`` (chars, or a :class:`~toolkeep.ToolCap`) overrides the
-        configured setting (e.g. one the tool declares with :func:`toolkeep.result_cap`)::
+        leads back to it. The caller's history keeps the cut after the session: when the
+        original cannot be archived where it outlives the session (the per-user archive is full
+        or refused, and the workspace is removed on close), the output comes back whole (and a
+        WARNING on the ``toolkeep`` logger says why), never cut with no way back. ``cap``
+        (chars, or a :class:`~toolkeep.ToolCap`) overrides the configured setting (e.g. one the
+        tool declares with :func:`toolkeep.result_cap`)::
 
             text = session.cap_result(call["id"], call["name"], run_tool(call))
         """
@@ -483,9 +528,22 @@ class Session(Closing):
         )
         setting = caps.setting_for(tool_name) if cap is None else ToolCap.of(cap, "cap")
         # a cut reads no format: any one will do
-        ctx = StepContext(get_format("anthropic"), self.config, self.workspace, self._holds_writes, Report())
+        report = Report()
+        ctx = StepContext(get_format("anthropic"), self.config, self.workspace, self._holds_writes, report)
         capped = caps.cut(ToolResultPart(call_id, text, name=tool_name), ctx, setting)
-        return text if capped is None else capped.text
+        if capped is None:
+            return text
+        if capped.key is None and not self.workspace.keep:
+            # the archive refused the original, and the file it was saved to goes when the
+            # session closes: the caller's history would keep a cut that no way back outlives
+            _log.warning(
+                "toolkeep: result %r of %s kept whole (%d chars): its original could not be archived "
+                "where it outlives the session (%s)",
+                call_id, tool_name, len(text), "; ".join(report.save_errors) or "no store",
+                extra={"id": call_id, "chars_before": len(text)},
+            )  # fmt: skip
+            return text
+        return capped.text
 
     def handle_tool_call(self, name: str, arguments: Any) -> str | None:
         """The answer to a ``recall`` or ``read_result`` call the model made; ``None`` for any

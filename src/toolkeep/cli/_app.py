@@ -9,6 +9,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import re
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -131,7 +132,48 @@ def write_output(target: str, data: bytes) -> None:
         raise InputError(f"cannot write {target}: {exc.strerror or exc}") from None
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+_ROLE = re.compile(r":[a-z]+:`~?([^`]+)`")
+_LITERAL = re.compile(r"``([^`]+)``")
+
+
+def plain(text: str | None) -> str | None:
+    """``text`` as a terminal shows it: the docstrings' reST roles (:class:`~toolkeep.Config`) and
+    literals (````--policy````) as the plain words they mark."""
+    if text is None:
+        return None
+    return _LITERAL.sub(
+        r"\1", _ROLE.sub(lambda m: m[1].rsplit(".", 1)[-1] if m[0].count("~") else m[1], text)
+    )
+
+
+class PlainCommand(click.Command):
+    """A command whose help, and its options' help, is shown without reST markup: help is
+    written once, in docstrings, which the API reference renders as reST."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        _plain_command(self)
+
+
+class PlainGroup(click.Group):
+    """A group of :class:`PlainCommand` (its subgroups too), shown without reST markup."""
+
+    command_class = PlainCommand
+    group_class = type  # a subgroup is a PlainGroup too
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        _plain_command(self)
+
+
+def _plain_command(command: click.Command) -> None:
+    command.help, command.short_help = plain(command.help), plain(command.short_help)
+    for param in command.params:
+        if isinstance(param, click.Option):
+            param.help = plain(param.help)
+
+
+@click.group(cls=PlainGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, "--version", prog_name="toolkeep")
 def cli() -> None:
     """Keep an agent's tool results valid, within budget and recoverable."""

@@ -11,6 +11,7 @@ has an option of that name (``replay --pricing``) keeps its own.
 from __future__ import annotations
 
 import functools
+import os
 from collections.abc import Callable
 from dataclasses import MISSING, fields
 from typing import Any
@@ -73,6 +74,16 @@ def config_options(command: Callable[..., Any]) -> Callable[..., Any]:
     return run
 
 
+class _SettingOption(click.Option):
+    """A setting's flag: its help names the setting's own variable; an error names the variable
+    the value came from (an older name it still reads, when that is the one set)."""
+
+    def get_error_hint(self, ctx: click.Context | None) -> str:
+        names = [self.envvar] if isinstance(self.envvar, str) else list(self.envvar or ())
+        set_ = [n for n in names if n in os.environ] or names[:1]
+        return " / ".join(f"'{o}'" for o in self.opts) + "".join(f" (env var: '{n}')" for n in set_[:1])
+
+
 def _option(name: str) -> click.Option:
     default = _DEFAULTS.get(name)
     if callable(default):  # a field with a default_factory
@@ -83,12 +94,11 @@ def _option(name: str) -> click.Option:
         shown, metavar = f"{default:,}" if isinstance(default, int) else str(default), "N"
     else:
         shown, metavar = str(default), "|".join(POLICIES) if name == "policy" else "TEXT"
-    return click.Option(
+    return _SettingOption(
         [flag_of(name), name],
         type=_Setting(name),
         metavar=metavar,
-        envvar=list(ENV_VARIABLES[name]),
-        show_envvar=True,
+        envvar=list(ENV_VARIABLES[name]),  # the first, and older names it still reads
         default=None,
-        help=f"Sets Config.{name} (default: {shown}).",
+        help=f"Sets Config.{name} (default: {shown}).  [env var: {ENV_VARIABLES[name][0]}]",
     )

@@ -9,12 +9,37 @@ from typing import Any
 import click
 
 from ..config import Config
-from ..formats import validate
+from ..formats import looks_like, validate
 from ..requests import read_request, validate_request
 from ..session import Session, _conversation_key
 from ..workspace import Workspace
-from ._app import cli, dumps, format_option, read_document, write_output
+from ._app import InputError, cli, dumps, format_option, read_document, write_output
 from ._settings import config_options
+
+strict_format_option = click.option(
+    "--strict-format",
+    is_flag=True,
+    help="Exit 2 when IN does not look like the --format named, instead of warning.",
+)
+
+
+def check_format(source: str, document: list[Any] | dict[str, Any], format_name: str, strict: bool) -> None:
+    """Warn on stderr (with --strict-format: exit 2) when ``--format`` names a format the history
+    in ``document`` does not look like: read as another format, a history's calls and results
+    may go unseen, and a broken one pass as valid."""
+    history = document if isinstance(document, list) else read_request(document).history
+    if history is None:
+        return
+    formats = looks_like(history, format_name)
+    if not formats:
+        return
+    message = (
+        f"{source} looks like {' or '.join(formats)}, not {format_name}: read as {format_name}, "
+        "its tool calls and results may go unseen (--format auto detects the format)"
+    )
+    if strict:
+        raise InputError(message)
+    click.echo(f"toolkeep: warning: {message}", err=True)
 
 
 @cli.command()
@@ -28,6 +53,7 @@ from ._settings import config_options
 @click.option(
     "--store", "store_url", metavar="URL", help="Archive originals there (sqlite:///f.db, redis://...)."
 )
+@strict_format_option
 def prepare(
     source: str,
     output: str,
@@ -36,6 +62,7 @@ def prepare(
     report_path: str | None,
     indent: int | None,
     store_url: str | None,
+    strict_format: bool,
     config: Config,
 ) -> None:
     """Repair, budget and compact the history in IN (a JSON file, - for stdin): a message list,
@@ -44,9 +71,10 @@ def prepare(
     Without --workspace, the session directory is the conversation's own under the user's cache
     dir (named from its first message: the same input gives the same bytes in every run), kept
     for read and recall; every setting flag also reads the variable it names (--policy:
-    economy, the cache-aware default; spec, SPEC's pipeline; seed, ChatCLI's). One line on stderr
-    says which policy ran and what it did."""
+    economy, the cache-aware default; spec, compaction by age; seed, by age on the text as it
+    stands). One line on stderr says which policy ran and what it did."""
     document = read_document(source)
+    check_format(source, document, format_name, strict_format)
     if workspace is not None:
         ws = Workspace(workspace, keep=True)
     else:
@@ -73,10 +101,12 @@ def prepare(
 @cli.command(name="validate")
 @click.argument("source", metavar="IN")
 @format_option
-def validate_command(source: str, format_name: str) -> None:
+@strict_format_option
+def validate_command(source: str, format_name: str, strict_format: bool) -> None:
     """Check IN (a message list or a request object) against its provider's pairing rules; exit 1
     if any is broken."""
     document = read_document(source)
+    check_format(source, document, format_name, strict_format)
     history: Sequence[Any] | None
     if isinstance(document, list):
         key, history = "messages", document

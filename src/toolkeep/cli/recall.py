@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 
 import click
@@ -10,7 +11,7 @@ from ..exceptions import InvalidKeyError
 from ..stores import validate_key
 from ..workspace import split_lines
 from ._app import InputError, cli
-from .store import open_cli_store, store_options
+from .store import STORE_ENV, open_cli_store, open_user_store, store_options
 
 __all__ = ["line_range_options", "write_text"]
 
@@ -42,7 +43,9 @@ def recall(
 ) -> None:
     """Print the original behind a <<ccr:KEY>> marker, byte-exact (or lines of it).
 
-    Exit 1 if the archive does not hold KEY (never archived, evicted or expired).
+    Looks in the store named (--workspace, --store, $TOOLKEEP_STORE_URL), then in the per-user
+    archive, where a tool's capped output keeps its original. Exit 1 if neither holds KEY
+    (never archived, evicted or expired).
     """
     check_range(start_line, end_line)
     try:
@@ -51,7 +54,14 @@ def recall(
         raise InputError(str(exc)) from None
     with open_cli_store(store_url, workspace) as archive:
         text = archive.get(key)
-    where = workspace or "the store"
+    named = workspace or store_url or os.environ.get(STORE_ENV)
+    where = workspace or ("the store" if named else "the per-user archive")
+    if text is None and named and not store_url:  # a cap's original outlives its session there
+        user = open_user_store()
+        if user is not None:
+            with user:
+                text = user.get(key)
+            where += " or the per-user archive"
     if text is None:
         raise click.ClickException(f"no archived original under key {key} in {where} (unknown or expired)")
     if start_line is not None or end_line is not None:

@@ -8,17 +8,44 @@ from pathlib import Path
 
 import click
 
-from ..exceptions import StoreNotFoundError
+from ..exceptions import StoreNotFoundError, ToolkeepError
 from ..stores import ArchiveStore, FileStore, open_store
+from ..userdirs import USER_STORE_LIMITS, user_cache_dir, user_store_url
 from ._app import cli
 
-__all__ = ["open_cli_store", "store_options"]
+__all__ = ["open_cli_store", "open_user_store", "store_options"]
 
 STORE_ENV = "TOOLKEEP_STORE_URL"
 
 
+def open_user_store() -> ArchiveStore | None:
+    """The per-user archive, where ``Session.cap_result`` and ``ToolLoop`` keep the originals of
+    the cuts they make, with its limits; ``None`` when there is none (nothing was kept there)."""
+    try:
+        return open_store(user_store_url(), create=False)
+    except ToolkeepError:  # absent, or a cache directory this user may not use
+        return None
+
+
+def _with_user_limits(url: str) -> str:
+    """``url``, with the per-user archive's limits when it names that archive's file without
+    limits of its own: the limits are the URL's, not the file's, and stats should show the ones
+    every session opens it with."""
+    if "?" in url or not url.startswith("sqlite://"):
+        return url
+    try:
+        own = user_cache_dir() / "archive.db"
+        if Path(url.removeprefix("sqlite://")).expanduser().resolve() != own.resolve():
+            return url
+    except (OSError, ToolkeepError):
+        return url
+    return f"{url}?{USER_STORE_LIMITS}"
+
+
 def open_cli_store(store_url: str | None, workspace: str | None) -> ArchiveStore:
-    """The store named by ``--store`` or ``--workspace`` (one of them), else by TOOLKEEP_STORE_URL.
+    """The store named by ``--store`` or ``--workspace`` (one of them), else by TOOLKEEP_STORE_URL,
+    else the per-user archive (``~/.cache/toolkeep/archive.db``, where ``cap_result`` keeps
+    originals).
 
     Only a store that exists is opened: these commands never create a directory or a database
     file. One that is missing is a negative answer (exit 1): nothing was archived there.
@@ -35,10 +62,14 @@ def open_cli_store(store_url: str | None, workspace: str | None) -> ArchiveStore
                 ) from None
         url = store_url or os.environ.get(STORE_ENV)
         if not url:
-            raise click.UsageError(
-                f"name the archive with --workspace DIR or --store URL (or set {STORE_ENV})"
-            )
-        return open_store(url, create=False)
+            user = open_user_store()
+            if user is None:
+                raise click.ClickException(
+                    "no per-user archive yet (nothing was kept there); name another with "
+                    f"--workspace DIR or --store URL (or set {STORE_ENV})"
+                )
+            return user
+        return open_store(_with_user_limits(url), create=False)
     except StoreNotFoundError as exc:
         raise click.ClickException(str(exc)) from None
 
@@ -54,7 +85,10 @@ def store_options(f: click.decorators.FC) -> click.decorators.FC:
         "--store",
         "store_url",
         metavar="URL",
-        help=f"Archive store: sqlite:///file.db, redis://host:port/db, file:///dir (default: ${STORE_ENV}).",
+        help=(
+            "Archive store: sqlite:///file.db, redis://host:port/db, file:///dir "
+            f"(default: ${STORE_ENV}, else the per-user archive)."
+        ),
     )(f)
 
 
@@ -75,8 +109,21 @@ def stats(store_url: str | None, workspace: str | None, as_json: bool) -> None:
         return
     width = max(len(name) for name in values)
     for name, value in values.items():
-        shown = "-" if value is None else f"{value:,}" if isinstance(value, int) else value
-        click.echo(f"{name:<{width}}  {shown}")
+        click.echo(f"{name:<{width}}  {_shown(name, value)}")
+
+
+LIMITS = ("max_bytes", "max_entries", "ttl")
+
+
+def _shown(name: str, value: object) -> str:
+    """One stat as ``store stats`` prints it: a limit the store does not have is ``none``."""
+    if value is None:
+        return "none" if name in LIMITS else "-"
+    if name == "ttl" and isinstance(value, (int, float)):
+        return f"{value:,.0f} s ({value / 86_400:g} days)"
+    if name == "max_bytes" and isinstance(value, int):
+        return f"{value:,} ({value / 2**30:g} GiB)" if value >= 2**30 else f"{value:,}"
+    return f"{value:,}" if isinstance(value, int) else str(value)
 
 
 @store.command()

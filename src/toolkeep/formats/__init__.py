@@ -61,6 +61,7 @@ __all__ = [
     "get_format",
     "has_objects",
     "input_chars",
+    "looks_like",
     "plain_view",
     "resolve_format",
     "results_in_next_user",
@@ -120,6 +121,30 @@ def detect_format(messages: Sequence[Any]) -> Format:
             "ambiguous history format: could be " + " or ".join(candidates) + " (name one with format=...)"
         )
     return FORMATS[candidates[0]]
+
+
+def looks_like(messages: Sequence[Any], format: str) -> list[str]:
+    """The formats ``messages`` look like when the named ``format`` is not one of them: empty
+    when it is (or for ``"auto"``, an unknown name, or a history that is not a list).
+
+    A history every format reads the same way (plain text turns) looks like any of them; one
+    with features only some formats have looks like those, and a format it cannot be, or that
+    reads it only as plain text, is not one. What the CLI warns with when ``--format`` names a
+    format the input does not look like.
+
+    >>> looks_like([{"role": "tool", "tool_call_id": "c1", "content": "ok"}], "anthropic")
+    ['openai-chat']
+    >>> looks_like([{"role": "user", "content": "hi"}], "anthropic")
+    []
+    """
+    if format not in FORMATS or not isinstance(messages, Sequence) or isinstance(messages, (str, bytes)):
+        return []
+    plain = _sdk.plain_view(messages)
+    scores = {name: f.detect(plain) for name, f in FORMATS.items()}
+    best = max(scores.values(), default=0)
+    if best == 0 or scores[format] == best:
+        return []
+    return [name for name, score in scores.items() if score == best]
 
 
 def _first_unreadable(messages: Sequence[Any]) -> tuple[int | None, str | None]:

@@ -1,6 +1,8 @@
 """Archive stores: where the originals behind ``<<ccr:KEY>>`` markers are kept.
 
-Every store implements :class:`ArchiveStore`; :func:`open_store` makes one from a URL
+Every store implements :class:`ArchiveStore`, and every built-in one :class:`Holding` too (it
+says when it lost what it held, so that a session archives again what its markers name; a
+third-party store without it is checked with ``get``). :func:`open_store` makes one from a URL
 (``memory://``, ``file:///dir``, ``sqlite:///file.db``, ``redis://host:port/db``). The SQLite and
 Redis stores are imported only when used (Redis needs ``pip install 'toolkeep[redis]'``).
 """
@@ -9,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ._base import ArchiveStore, Clock, GcResult, Limits, StoreStats, validate_key
+from ._base import ArchiveStore, Clock, GcResult, Holding, Limits, StoreBase, StoreStats, validate_key
 from .file import FileStore
 from .memory import MemoryStore
 from .url import mask_url, open_store, parse_limits, store_for_config
@@ -23,10 +25,12 @@ __all__ = [
     "Clock",
     "FileStore",
     "GcResult",
+    "Holding",
     "Limits",
     "MemoryStore",
     "RedisStore",
     "SQLiteStore",
+    "StoreBase",
     "StoreStats",
     "mask_url",
     "open_store",

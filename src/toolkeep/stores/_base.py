@@ -18,14 +18,22 @@ Every backend keeps the same promises (``tests/test_stores.py`` holds them to it
   instead of sleeping.
 - Backend failures surface as :class:`StoreError`, chained ``from`` the backend's own error.
 - Keys are validated (:func:`validate_key`) before they reach a path or a server.
+- Losses (:class:`Holding`): :meth:`StoreBase.epoch` names what the store holds; it changes
+  whenever the store may have lost entries by other means than its own caps and TTL (a Redis
+  ``FLUSHALL`` or restart without persistence, a SQLite file or a directory deleted and made
+  again). :meth:`StoreBase.missing` says, in one round trip, which of some keys it does not hold.
+  A session reads the epoch once per request and checks only keys it has not seen held under it
+  (``Session`` archives again, from the request, any original a marker it sends names and the
+  store lost).
 """
 
 from __future__ import annotations
 
 import re
+import secrets
 import threading
 import time
-from collections.abc import Callable, Container, Iterable
+from collections.abc import Callable, Collection, Container, Iterable
 from dataclasses import asdict, dataclass
 from types import TracebackType
 from typing import Any, Protocol, runtime_checkable
@@ -40,12 +48,16 @@ __all__ = [
     "ArchiveStore",
     "Clock",
     "GcResult",
+    "Holding",
     "Limits",
     "Pinning",
     "StoreBase",
     "StoreStats",
     "decode_text",
     "encode_text",
+    "epoch_of",
+    "missing_of",
+    "new_epoch",
     "no_room",
     "utf8_size",
     "validate_key",
@@ -249,6 +261,41 @@ class Pinning(Protocol):
         """Drop every pin ``owner`` holds."""
 
 
+@runtime_checkable
+class Holding(Protocol):
+    """A store that tells when it lost what it held (every built-in store): see :class:`StoreBase`.
+
+    A store without these methods still works: a session then checks, at every request, each
+    original its markers name with ``get`` (correct, but a round trip per marker)."""
+
+    def epoch(self) -> str:
+        """An id of what the store holds: the same until the store may have lost entries
+        other than by its own caps and TTL (emptied, restarted, its file made again)."""
+
+    def missing(self, keys: Collection[str]) -> frozenset[str]:
+        """Those of ``keys`` the store does not hold, in one round trip; not a use of any."""
+
+
+def new_epoch() -> str:
+    """A fresh epoch id (random: two stores emptied alike never share one)."""
+    return secrets.token_hex(8)
+
+
+def epoch_of(store: ArchiveStore) -> str | None:
+    """``store.epoch()``, or ``None`` for a store that does not tell (:class:`Holding`)."""
+    return store.epoch() if isinstance(store, Holding) else None
+
+
+def missing_of(store: ArchiveStore, keys: Collection[str]) -> frozenset[str]:
+    """Those of ``keys`` ``store`` does not hold: one :meth:`Holding.missing` call, or a ``get``
+    per key for a store without it."""
+    if not keys:
+        return frozenset()
+    if isinstance(store, Holding):
+        return frozenset(store.missing(keys))
+    return frozenset(key for key in keys if store.get(key) is None)
+
+
 class StoreBase(Closing):
     """Limits, clock, counters, pins and context-manager plumbing shared by the built-in stores.
 
@@ -266,6 +313,7 @@ class StoreBase(Closing):
         self._pins: dict[str, set[str]] = {}
         self._pinned: dict[str, int] = {}  # key -> how many owners pin it
         self._pin_lock = threading.Lock()
+        self._epoch = ""
 
     def pin(self, owner: str, keys: Iterable[str]) -> None:
         """Keep ``keys`` from eviction and expiry until ``owner`` releases them."""
@@ -293,6 +341,18 @@ class StoreBase(Closing):
 
     def is_pinned(self, key: str) -> bool:
         return key in self._pinned
+
+    def epoch(self) -> str:
+        """An id of what the store holds (:class:`Holding`). By default one per store object:
+        right for a store that loses entries only by its own caps and TTL (pins keep what
+        markers name). A store that can be emptied behind its back overrides it."""
+        return self._epoch
+
+    def missing(self, keys: Collection[str]) -> frozenset[str]:
+        """Those of ``keys`` this store does not hold. By default a ``get`` each (a use, and
+        counted); the built-in stores look without using, in one round trip."""
+        store: Any = self  # every subclass is an ArchiveStore
+        return frozenset(key for key in keys if store.get(validate_key(key)) is None)
 
     def _stats(self, entries: int, size: int) -> StoreStats:
         return StoreStats(

@@ -18,15 +18,28 @@ import re
 import stat
 import threading
 import time
+from collections.abc import Collection
 from pathlib import Path
 
 from ..exceptions import StoreError, StoreNotFoundError
 from ..workspace import atomic_write, opened_directory, own_file_exists, refused_link
-from ._base import Clock, GcResult, Limits, StoreBase, StoreStats, decode_text, utf8_size, validate_key
+from ._base import (
+    Clock,
+    GcResult,
+    Limits,
+    StoreBase,
+    StoreStats,
+    decode_text,
+    new_epoch,
+    utf8_size,
+    validate_key,
+)
 
 __all__ = ["FileStore"]
 
 _NAME = re.compile(r"[0-9a-f]{16}\.txt")
+_EPOCH = ".epoch"
+"""The file that names the directory's epoch (:meth:`FileStore.epoch`); never an entry."""
 _READ_FLAGS = (
     os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
 )
@@ -50,6 +63,8 @@ class FileStore(StoreBase):
         :class:`StoreNotFoundError`, and nothing is created."""
         super().__init__(limits=limits, clock=clock)
         self.directory = Path(directory)
+        self._epoch_path = os.path.join(self.directory, _EPOCH)
+        self._create = create
         try:
             if create:
                 self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -72,6 +87,8 @@ class FileStore(StoreBase):
         with self._lock:
             now = self.clock()
             try:
+                if self._create and not os.path.lexists(self.directory):  # deleted: made again
+                    self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
                 with opened_directory(self.directory) as fd:
                     self._expire_all(fd, now)
                     if own_file_exists(name, fd, self.directory / name):
@@ -126,6 +143,72 @@ class FileStore(StoreBase):
             data = file.read()
             os.utime(handle, (now, now))
         return data
+
+    def epoch(self) -> str:
+        """The identity of the directory's ``.epoch`` file (one ``lstat``), made when missing:
+        a directory deleted (then made again here, unless opened with ``create=False``), or
+        emptied of that file, has a new epoch."""
+        try:
+            info = os.lstat(self._epoch_path)
+            if stat.S_ISREG(info.st_mode):
+                return f"{info.st_dev}:{info.st_ino}:{info.st_mtime_ns}"
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            raise StoreError(f"cannot read the epoch of {self.directory}: {exc.strerror}") from exc
+        with self._lock:
+            try:
+                if self._create and not os.path.lexists(self.directory):
+                    self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+                with opened_directory(self.directory) as fd:
+                    self._epoch_id(fd)
+                    info = os.stat(_EPOCH, dir_fd=fd, follow_symlinks=False)
+                    if not stat.S_ISREG(info.st_mode):
+                        raise refused_link(self.directory / _EPOCH, "something other than a file")
+                    return f"{info.st_dev}:{info.st_ino}:{info.st_mtime_ns}"
+            except OSError as exc:
+                raise StoreError(f"cannot read the epoch of {self.directory}: {exc.strerror}") from exc
+
+    def _epoch_id(self, fd: int) -> str:
+        try:
+            handle = os.open(_EPOCH, _READ_FLAGS, dir_fd=fd)
+        except FileNotFoundError:
+            made = new_epoch()
+            try:
+                handle = os.open(
+                    _EPOCH, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600, dir_fd=fd
+                )
+            except FileExistsError:  # another process made it meanwhile: theirs
+                return self._epoch_id(fd)
+            with os.fdopen(handle, "w", encoding="ascii") as file:
+                file.write(made)
+            return made
+        with os.fdopen(handle, "r", encoding="ascii", errors="replace") as file:
+            return file.read(64)
+
+    def missing(self, keys: Collection[str]) -> frozenset[str]:
+        """Those of ``keys`` without a file here (expired ones count as missing); not a use."""
+        names = [(key, f"{validate_key(key)}.txt") for key in keys]
+        now = self.clock()
+        out = set()
+        with self._lock:
+            try:
+                with opened_directory(self.directory) as fd:
+                    for key, name in names:
+                        try:
+                            info = os.stat(name, dir_fd=fd, follow_symlinks=False)
+                        except FileNotFoundError:
+                            out.add(key)
+                            continue
+                        if not stat.S_ISREG(info.st_mode) or (
+                            self.limits.expired(info.st_mtime, now) and not self.is_pinned(key)
+                        ):
+                            out.add(key)
+            except FileNotFoundError:
+                return frozenset(key for key, _ in names)
+            except OSError as exc:
+                raise StoreError(f"cannot look in {self.directory}: {exc.strerror}") from exc
+        return frozenset(out)
 
     def delete(self, key: str) -> bool:
         """Remove ``key``; ``True`` if it was there."""

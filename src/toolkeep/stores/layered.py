@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 
-from ._base import ArchiveStore, GcResult, Pinning, StoreBase, StoreStats
+from ._base import ArchiveStore, GcResult, Holding, Pinning, StoreBase, StoreStats, missing_of, new_epoch
 
 __all__ = ["LayeredStore"]
 
@@ -48,6 +48,15 @@ class LayeredStore(StoreBase):
 
     def delete(self, key: str) -> bool:
         return self.primary.delete(key)
+
+    def epoch(self) -> str:
+        """``primary``'s epoch (a new one at every call when it does not tell)."""
+        return self.primary.epoch() if isinstance(self.primary, Holding) else new_epoch()
+
+    def missing(self, keys: Collection[str]) -> frozenset[str]:
+        """Those of ``keys`` neither store holds (the durable store is asked about the rest)."""
+        gone = missing_of(self.primary, keys)
+        return missing_of(self._durable(), gone) if gone else gone
 
     def stats(self) -> StoreStats:
         return self.primary.stats()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from collections.abc import Collection
 from dataclasses import dataclass
 
 from ._base import Clock, GcResult, Limits, StoreBase, StoreStats, utf8_size, validate_key
@@ -74,6 +75,17 @@ class MemoryStore(StoreBase):
             self._data.move_to_end(key)
             self._hits += 1
             return entry.text
+
+    def missing(self, keys: Collection[str]) -> frozenset[str]:
+        """Those of ``keys`` not held (or expired); not a use of any."""
+        now = self.clock()
+        with self._lock:
+            return frozenset(
+                key
+                for key in keys
+                if (entry := self._data.get(validate_key(key))) is None
+                or (self.limits.expired(entry.used, now) and not self.is_pinned(key))
+            )
 
     def delete(self, key: str) -> bool:
         """Remove ``key``; ``True`` if it was there."""

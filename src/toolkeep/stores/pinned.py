@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Collection
 
 from ..exceptions import StoreError
-from ._base import ArchiveStore, GcResult, Pinning, StoreBase, StoreStats
+from ._base import ArchiveStore, GcResult, Holding, Pinning, StoreBase, StoreStats, missing_of, new_epoch
 
 log = logging.getLogger("toolkeep")
 
@@ -34,6 +35,14 @@ class PinnedWrites(StoreBase):
 
     def delete(self, key: str) -> bool:
         return self.store.delete(key)
+
+    def epoch(self) -> str:
+        """The store's epoch (a store that does not tell has a new one at every call: nothing
+        it holds counts as held for longer than one check)."""
+        return self.store.epoch() if isinstance(self.store, Holding) else new_epoch()
+
+    def missing(self, keys: Collection[str]) -> frozenset[str]:
+        return missing_of(self.store, keys)
 
     def stats(self) -> StoreStats:
         return self.store.stats()

@@ -3,7 +3,10 @@
 Layout under a namespace ``prefix`` (default ``toolkeep``), all in one hash slot so that it also
 works on a cluster::
 
-    {prefix}:data    hash   key -> original (UTF-8 bytes)
+    {prefix}:data    hash   key -> original (UTF-8 bytes); and ``epoch`` -> the namespace's epoch
+                            (in the same hash as the originals, so that nothing can lose them
+                            and keep it: a FLUSHALL, a restart without persistence, a
+                            ``maxmemory`` policy evicting the hash)
     {prefix}:sizes   hash   key -> size in bytes
     {prefix}:lru     zset   key scored by its last use (the client's clock, in seconds)
     {prefix}:meta    hash   bytes, hits, misses, evictions, expirations
@@ -13,6 +16,10 @@ works on a cluster::
 Each operation is one Lua script, so it is atomic across every process sharing the server: the
 namespace's own LRU order, size cap and TTL hold whatever Redis's server-wide ``maxmemory``
 policy is, and the counters are the whole namespace's.
+
+Under an ``allkeys-*`` ``maxmemory`` policy Redis evicts whole keys: the ``data`` hash goes with
+its epoch (the loss is seen at the next request); a lost ``lru`` or ``sizes`` leaves every
+original readable (``get`` reads ``data``, and puts an entry it finds back in the order).
 """
 
 from __future__ import annotations
@@ -20,7 +27,7 @@ from __future__ import annotations
 import re
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -122,10 +129,12 @@ local used = redis.call('ZSCORE', lru, key)
 if used and ttl >= 0 and now - tonumber(used) >= ttl and not held(key, now) then
   drop(key)
   redis.call('HINCRBY', meta, 'expirations', 1)
-  used = false
+  redis.call('HINCRBY', meta, 'misses', 1)
+  return false
 end
-local body = false
-if used then body = redis.call('HGET', data, key) end
+-- an original without its place in the order (the server's maxmemory evicted the order) is
+-- still held: it is put back in the order below
+local body = redis.call('HGET', data, key)
 if not body then
   redis.call('HINCRBY', meta, 'misses', 1)
   return false
@@ -139,13 +148,30 @@ return body
 _DELETE = (
     _COMMON
     + """
-if redis.call('ZSCORE', lru, ARGV[1]) then
+if redis.call('HEXISTS', data, ARGV[1]) == 1 then
   drop(ARGV[1])
   return 1
 end
 return 0
 """
 )
+
+_EPOCH = """
+local e = redis.call('HGET', KEYS[1], 'epoch')
+if not e then
+  redis.call('HSET', KEYS[1], 'epoch', ARGV[1])
+  e = ARGV[1]
+end
+return e
+"""
+
+_MISSING = """
+local out = {}
+for i = 1, #ARGV do
+  if redis.call('HEXISTS', KEYS[1], ARGV[i]) == 0 then out[#out + 1] = ARGV[i] end
+end
+return out
+"""
 
 _GC = (
     _COMMON
@@ -303,6 +329,8 @@ class RedisStore(StoreBase):
         self._delete = client.register_script(_DELETE)
         self._gc = client.register_script(_GC)
         self._pin = client.register_script(_PIN)
+        self._epoch_script = client.register_script(_EPOCH)
+        self._missing = client.register_script(_MISSING)
 
     def put(self, key: str, text: str) -> None:
         """Store ``text`` under ``key`` once; evict the least recently used entries over the caps."""
@@ -324,6 +352,21 @@ class RedisStore(StoreBase):
         """Remove ``key``; ``True`` if it was there."""
         validate_key(key)
         return bool(self._script(self._delete, [key]))
+
+    def epoch(self) -> str:
+        """The namespace's epoch, kept in its ``data`` hash (one round trip): written when
+        missing, so it changes whenever the originals were lost with it."""
+        made = _base.new_epoch()
+        value = self._call(lambda _: self._epoch_script(keys=self.keys[:1], args=[made]))
+        return bytes(value).decode("ascii", "replace")
+
+    def missing(self, keys: Collection[str]) -> frozenset[str]:
+        """Those of ``keys`` the namespace does not hold (one round trip; not a use)."""
+        wanted = sorted({validate_key(key) for key in keys})
+        if not wanted:
+            return frozenset()
+        gone = self._call(lambda _: self._missing(keys=self.keys[:1], args=wanted))
+        return frozenset(bytes(k).decode("ascii") for k in gone)
 
     def stats(self) -> StoreStats:
         """Entries and bytes now, and the namespace's counts across every client."""

@@ -29,6 +29,7 @@ from ._base import (
     StoreStats,
     decode_text,
     encode_text,
+    new_epoch,
     utf8_size,
     validate_key,
 )
@@ -46,6 +47,7 @@ CREATE TABLE IF NOT EXISTS entries (
 );
 CREATE INDEX IF NOT EXISTS entries_by_use ON entries (used, key);
 CREATE TABLE IF NOT EXISTS counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS pins (
     key   TEXT NOT NULL,
     owner TEXT NOT NULL,
@@ -55,6 +57,7 @@ CREATE TABLE IF NOT EXISTS pins (
 """
 _HAS_PINS = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'pins'"
 _SHARED_PINS = "SELECT key FROM pins WHERE until > ?"
+_META = "CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL)"
 
 _COUNTERS = ("hits", "misses", "evictions", "expirations")
 _HAS_TABLE = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'entries'"
@@ -82,7 +85,12 @@ def _make_private(path: Path, *, create: bool) -> None:
 class SQLiteStore(StoreBase):
     """Originals in a SQLite database file: it and its ``-wal``/``-shm`` files are made 0600 (an
     existing database too), its directory 0700 if missing. With ``create=False`` nothing is
-    created: a missing file (or one without the archive's table) is :class:`StoreNotFoundError`."""
+    created: a missing file (or one without the archive's table) is :class:`StoreNotFoundError`.
+
+    A file deleted (and perhaps made again by another process) while the store is open is
+    noticed at the next call, by the path's identity: the store opens the file now at the path
+    (creating it, unless ``create=False``) rather than go on with the deleted one, which no
+    other process sees, and its :meth:`epoch` changes."""
 
     backend = "sqlite"
 
@@ -99,6 +107,13 @@ class SQLiteStore(StoreBase):
         self._lock = threading.Lock()
         self._db: sqlite3.Connection | None = None
         self._shared_pins = False
+        self._create = create
+        self._closed = False
+        self._identity: tuple[int, int] | None = None
+        self._open(create)
+
+    def _open(self, create: bool) -> None:
+        """Connect to the file at the path (see the class docstring)."""
         try:
             if create:
                 self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -108,6 +123,7 @@ class SQLiteStore(StoreBase):
                 with contextlib.suppress(FileNotFoundError):
                     _make_private(Path(f"{self.path}{suffix}"), create=False)
             self._db = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
+            self._identity = _identity(os.stat(self.path))
             if not create and not self._db.execute(_HAS_TABLE).fetchone():
                 raise StoreNotFoundError(
                     f"SQLite archive {self.path} holds no archive: nothing was archived there"
@@ -121,17 +137,17 @@ class SQLiteStore(StoreBase):
             # a file made before pins were shared has no such table: its pins stay in-process
             self._shared_pins = bool(self._db.execute(_HAS_PINS).fetchone())
         except FileNotFoundError as exc:
-            self.close()
+            self._drop()
             if not create:
                 raise StoreNotFoundError(
                     f"no SQLite archive at {self.path}: nothing was archived there"
                 ) from exc
             raise StoreError(f"cannot open SQLite archive {self.path}: {exc}") from exc
         except (OSError, sqlite3.Error) as exc:
-            self.close()
+            self._drop()
             raise StoreError(f"cannot open SQLite archive {self.path}: {exc}") from exc
         except StoreError:
-            self.close()
+            self._drop()
             raise
 
     def put(self, key: str, text: str) -> None:
@@ -181,6 +197,47 @@ class SQLiteStore(StoreBase):
 
         body = self._write(run)
         return None if body is None else decode_text(body)
+
+    def epoch(self) -> str:
+        """The file's identity and the id in its ``meta`` table (written when missing): a file
+        deleted and made again has a new one. A read, but the first time in a file."""
+        made = new_epoch()
+
+        def read(db: sqlite3.Connection) -> str | None:
+            try:
+                row = db.execute("SELECT value FROM meta WHERE name = 'epoch'").fetchone()
+            except sqlite3.OperationalError:  # a file made before epochs: no such table yet
+                return None
+            return None if row is None else str(row[0])
+
+        def write(db: sqlite3.Connection) -> str:
+            db.execute(_META)
+            db.execute("INSERT OR IGNORE INTO meta VALUES ('epoch', ?)", (made,))
+            (value,) = db.execute("SELECT value FROM meta WHERE name = 'epoch'").fetchone()
+            return str(value)
+
+        value = self._read(read) or self._write(write)
+        return f"{self._identity}:{value}"
+
+    def missing(self, keys: Collection[str]) -> frozenset[str]:
+        """Those of ``keys`` without a row (expired ones, not pinned, count as missing); one
+        query, not a use."""
+        wanted = sorted({validate_key(key) for key in keys})
+
+        def run(db: sqlite3.Connection) -> frozenset[str]:
+            now = self.clock()
+            held: set[str] = set()
+            for n in range(0, len(wanted), 500):  # within SQLite's limit on parameters
+                batch = wanted[n : n + 500]
+                rows = db.execute(
+                    f"SELECT key, used FROM entries WHERE key IN ({','.join('?' * len(batch))})", batch
+                ).fetchall()
+                expired = [key for key, used in rows if self.limits.expired(used, now)]
+                pins = self._all_pins(db, now) if expired else ()
+                held.update(key for key, used in rows if not self.limits.expired(used, now) or key in pins)
+            return frozenset(wanted) - held
+
+        return self._read(run) if wanted else frozenset()
 
     def delete(self, key: str) -> bool:
         """Remove ``key``; ``True`` if it was there."""
@@ -234,7 +291,7 @@ class SQLiteStore(StoreBase):
     def release(self, owner: str) -> None:
         """Drop ``owner``'s pins, here and in the file (and every lapsed one)."""
         super().release(owner)
-        if self._shared_pins and self._db is not None:
+        if self._shared_pins and not self._closed:
             now = self.clock()
             self._write(lambda db: db.execute("DELETE FROM pins WHERE owner = ? OR until <= ?", (owner, now)))
 
@@ -248,16 +305,34 @@ class SQLiteStore(StoreBase):
     def close(self) -> None:
         """Close the database connection. Safe to call more than once."""
         with self._lock:
-            if self._db is not None:
-                self._db.close()
-                self._db = None
+            self._closed = True
+            self._drop()
+
+    def _drop(self) -> None:
+        if self._db is not None:
+            self._db.close()
+            self._db = None
+
+    def _read(self, run: Callable[[sqlite3.Connection], T]) -> T:
+        """Run ``run``, which only reads, outside a write transaction (other writers go on)."""
+        with self._lock:
+            if self._closed:
+                raise StoreError(f"SQLite archive {self.path} is closed")
+            self._follow_path()
+            assert self._db is not None
+            try:
+                return run(self._db)
+            except sqlite3.Error as exc:
+                raise StoreError(f"SQLite archive {self.path}: {exc}") from exc
 
     def _write(self, run: Callable[[sqlite3.Connection], T]) -> T:
         """Run ``run`` in one immediate transaction: other processes wait, nobody sees half of it."""
         with self._lock:
-            if self._db is None:
+            if self._closed:
                 raise StoreError(f"SQLite archive {self.path} is closed")
+            self._follow_path()
             db = self._db
+            assert db is not None
             try:
                 db.execute("BEGIN IMMEDIATE")
                 try:
@@ -269,6 +344,24 @@ class SQLiteStore(StoreBase):
             except sqlite3.Error as exc:
                 raise StoreError(f"SQLite archive {self.path}: {exc}") from exc
             return result
+
+    def _follow_path(self) -> None:
+        """Reconnect when the file at the path is not the one open (deleted, perhaps made
+        again): a stat per call. The old connection is closed without harm to the new file
+        (SQLite leaves the write-ahead log of a moved database alone)."""
+        try:
+            now = _identity(os.stat(self.path))
+        except FileNotFoundError:
+            now = None
+        except OSError as exc:
+            raise StoreError(f"SQLite archive {self.path}: {exc.strerror}") from exc
+        if self._db is not None and now == self._identity:
+            return
+        log.warning(
+            "toolkeep: SQLite archive %s was deleted or replaced; opening the file there now", self.path
+        )
+        self._drop()
+        self._open(self._create)
 
     def _count(self, db: sqlite3.Connection, name: str, n: int = 1) -> None:
         if n:
@@ -310,3 +403,7 @@ class SQLiteStore(StoreBase):
 
     def __repr__(self) -> str:
         return f"SQLiteStore({str(self.path)!r})"
+
+
+def _identity(info: os.stat_result) -> tuple[int, int]:
+    return (info.st_dev, info.st_ino)
