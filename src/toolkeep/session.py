@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import os
@@ -18,6 +17,7 @@ from typing import Any, overload
 from . import engine
 from ._closing import Closing
 from .config import Config, ToolCap
+from .conversation_key import conversation_key
 from .engine import Resolved, SessionState, common_prefix
 from .exceptions import ConfigError, FormatError, RequestTooLargeError, SessionClosedError
 from .formats import Format, _sdk, detect_format, get_format, resolve_format
@@ -28,9 +28,8 @@ from .policies import build_steps
 from .pricing import CacheTimes, resolve_pricing
 from .recall import handle_tool_call, tool_definitions
 from .report import Report
-from .requests import PreparedRequest, read_request
-from .shorten import archive_key
-from .steps import Memo, StepContext, ToolCaps
+from .requests import PreparedRequest, Request, read_request
+from .steps import Memo, Step, StepContext, ToolCaps
 from .stores import ArchiveStore, open_store, store_for_config
 from .stores.layered import LayeredStore
 from .stores.pinned import PinnedWrites
@@ -80,25 +79,10 @@ def _seconds(reading: Any, what: str) -> float:
     return float(reading)
 
 
-def _conversation_key(first: Any) -> str:
-    """What tells a conversation apart, in every process: the archive key of its first message as
-    JSON (SDK objects as the plain dicts they stand for; what JSON cannot write, by its fields or
-    its type, never its address). It names the conversation's workspace too."""
-    try:
-        plain = _sdk.plain_view([first])[0] if first is not None else None
-        text = json.dumps(plain, sort_keys=True, default=_stable, ensure_ascii=False)
-    except (TypeError, ValueError, RecursionError):  # keys that do not sort, nesting too deep
-        # its type, then: conversations found by it share a state and a workspace, which stays
-        # correct, only less often found
-        text = type(first).__qualname__
-    return archive_key(text)
-
-
-def _stable(value: Any) -> Any:
-    """A JSON stand-in for ``value`` that is the same in every process (``repr`` may hold an
-    address)."""
-    fields = getattr(value, "__dict__", None)
-    return fields if isinstance(fields, dict) and fields else type(value).__qualname__
+_conversation_key = conversation_key
+"""(:func:`toolkeep.conversation_key.conversation_key`, under the name callers of this module knew.)"""
+_EMPTY_KEY = conversation_key(None)
+"""The key of an empty conversation (the state and workspace before any request)."""
 
 
 class _Readers(WorkspaceReader):
@@ -134,6 +118,10 @@ class Session(Closing):
     history costs nothing extra, and the cache-aware policy makes every tier move that is due in
     that request. Only differences between readings matter; the same histories prepared at the
     same readings give the same bytes (inject a clock to make that so in tests and replays).
+
+    ``steps`` are the steps :meth:`prepare` runs instead of the configured policy's
+    (:func:`toolkeep.policies.build_steps`): that list with a step of the caller's inserted,
+    say (the proxy's file saving, :mod:`toolkeep.proxy.files`).
     """
 
     conversations_kept = 16
@@ -152,6 +140,7 @@ class Session(Closing):
         workspace: Workspace | str | os.PathLike[str] | None = None,
         store: ArchiveStore | str | None = None,
         clock: Callable[[], float] | None = None,
+        steps: Sequence[Step] | None = None,
     ) -> None:
         if clock is not None and not callable(clock):
             raise ConfigError(f"clock must be a callable returning seconds, got {type(clock).__name__}")
@@ -166,7 +155,7 @@ class Session(Closing):
             self._fixed = Workspace(workspace, keep=self.config.keep_tmpdir)
         self._workspaces: OrderedDict[str, Workspace] = OrderedDict()
         """Without one given, each conversation's own (:meth:`Workspace.for_conversation`)."""
-        self._key = _conversation_key(None)
+        self._key = _EMPTY_KEY
         self._workspace_lock = threading.Lock()
         self._archive: Workspace | None = None
         self._owns_store = not (store is not None and not isinstance(store, str))
@@ -204,7 +193,8 @@ class Session(Closing):
         self._writes = PinnedWrites(self.store, owner)
         self._holds_writes = PinnedWrites(self._holds, owner)
         self._durable_writes: PinnedWrites | None = None
-        self.steps = build_steps(self.config)
+        self.steps: list[Step] = list(steps) if steps is not None else build_steps(self.config)
+        """What :meth:`prepare` runs: ``steps`` given, else the configured policy's."""
         self.state = SessionState()
         """What the session carries from one request to the next (:mod:`toolkeep.engine`), for
         the conversation of the last request."""
@@ -244,6 +234,7 @@ class Session(Closing):
         system: Any = None,
         now: float | None = None,
         cache: CacheTimes | None = None,
+        conversation: str | None = None,
     ) -> Prepared: ...
 
     @overload
@@ -254,6 +245,8 @@ class Session(Closing):
         *,
         now: float | None = None,
         cache: CacheTimes | None = None,
+        conversation: str | None = None,
+        request: Request | None = None,
     ) -> PreparedRequest: ...
 
     def prepare(
@@ -265,6 +258,8 @@ class Session(Closing):
         system: Any = None,
         now: float | None = None,
         cache: CacheTimes | None = None,
+        conversation: str | None = None,
+        request: Request | None = None,
     ) -> Prepared | PreparedRequest:
         """The history to send and a report; ``messages`` is never mutated.
 
@@ -294,6 +289,11 @@ class Session(Closing):
         of what this session remembers (:meth:`cache_times`): together they let a caller that
         keeps a conversation's timing elsewhere, as the proxy's replicas do, get the bytes a
         session that had seen every request would give.
+
+        ``conversation`` is the key of the conversation (:func:`toolkeep.conversation_key.conversation_key`
+        of the first message) and ``request`` the request object ``messages`` read
+        (:func:`toolkeep.requests.read_request`), for a caller that has them already: they are
+        not computed again.
         """
         timing = self._timing(now, cache)
         if isinstance(messages, Mapping):
@@ -302,20 +302,21 @@ class Session(Closing):
                     "a request object carries its own tools and system prompt: pass them in it",
                     field="tools" if tools is not None else "system",
                 )
-            return self._prepare_request(messages, format, timing)
+            return self._prepare_request(messages, format, timing, conversation, request)
         extras = tuple(x for x in (tools, system) if x is not None)
         with self._lock:
             self._check_open()
-            return self._prepare(messages, format, extras, timing)
+            return self._prepare(messages, format, extras, timing, conversation)
 
-    def cache_times(self, messages: Sequence[Any]) -> CacheTimes:
+    def cache_times(self, messages: Sequence[Any], *, conversation: str | None = None) -> CacheTimes:
         """What this session knows of the timing of the requests of the conversation
-        ``messages`` continues (after :meth:`prepare` of ``messages``: including it)."""
+        ``messages`` continues (after :meth:`prepare` of ``messages``: including it);
+        ``conversation`` as for :meth:`prepare`."""
         if not isinstance(messages, (list, tuple)):
             raise FormatError(f"a history is a list of messages, got {type(messages).__name__}")
         with self._lock:
             self._check_open()
-            state = self._state_for(messages)
+            state = self._state_for(messages, conversation)
             return CacheTimes(state.last_time, frozenset(state.expiry.requests))
 
     @staticmethod
@@ -346,12 +347,13 @@ class Session(Closing):
         format: str | Format,
         extras: tuple[Any, ...] = (),
         timing: tuple[float | None, CacheTimes | None] = (None, None),
+        conversation: str | None = None,
     ) -> Prepared:
         if not isinstance(messages, (list, tuple)):
             raise FormatError(f"a history is a list of messages, got {type(messages).__name__}")
         given, cache = timing
         now = self._now() if given is None else given
-        state = self._state_for(messages)
+        state = self._state_for(messages, conversation)
         if cache is not None:
             state.last_time, state.expiry.requests = cache.last, set(cache.expired)
         same = common_prefix(state.last, messages)
@@ -415,13 +417,14 @@ class Session(Closing):
         """The clock's reading, checked: a number of seconds."""
         return _seconds(self.clock(), "the session's clock")
 
-    def _state_for(self, messages: Sequence[Any]) -> SessionState:
+    def _state_for(self, messages: Sequence[Any], key: str | None = None) -> SessionState:
         """The state of the conversation ``messages`` continues (found by its first message),
         made :attr:`state`; a new one when none is kept (the least recently used goes)."""
         current = self.state
         if not messages or (current.last and current.last[0] is messages[0]):
             return current
-        key = _conversation_key(messages[0])
+        if key is None:
+            key = _conversation_key(messages[0])
         state = self._states.pop(key, None)
         if state is None:
             state = SessionState()
@@ -442,9 +445,12 @@ class Session(Closing):
         body: Mapping[str, Any],
         format: str | Format,
         timing: tuple[float | None, CacheTimes | None] = (None, None),
+        conversation: str | None = None,
+        request: Request | None = None,
     ) -> PreparedRequest:
         """:meth:`prepare` of a request object: its history unwrapped, prepared, put back."""
-        request = read_request(body)
+        if request is None:
+            request = read_request(body)
         if request.history is None:  # a plain string: nothing to pair, no policy ran (an empty report)
             self._check_open()
             return PreparedRequest(
@@ -453,7 +459,7 @@ class Session(Closing):
         with self._lock:
             self._check_open()
             messages, report = self._prepare(
-                request.history, request.format(format), request.extras(), timing
+                request.history, request.format(format), request.extras(), timing, conversation
             )
         return PreparedRequest(request.with_history(messages), report)
 

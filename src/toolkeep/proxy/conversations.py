@@ -22,9 +22,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..config import Config
+from ..conversation_key import conversation_key as first_message_key
 from ..policies import build_steps
 from ..session import Session
-from ..session import _conversation_key as session_conversation_key
 from ..shorten import archive_key
 from ..stores import ArchiveStore
 from ..workspace import Workspace
@@ -37,7 +37,11 @@ __all__ = ["Conversation", "Conversations", "conversation_key"]
 def conversation_key(route: str, history: Sequence[Any]) -> str:
     """The key of the conversation ``history`` belongs to: its route and its first item, as a
     :class:`~toolkeep.Session` tells its conversations apart."""
-    return archive_key(f"{route}\0{session_conversation_key(history[0] if history else None)}")
+    return _route_key(route, first_message_key(history[0] if history else None))
+
+
+def _route_key(route: str, first: str) -> str:
+    return archive_key(f"{route}\0{first}")
 
 
 @dataclass
@@ -45,6 +49,9 @@ class Conversation:
     """A conversation's session and what the statistics compare with its last request."""
 
     key: str
+    first: str
+    """The key of its first message (:func:`toolkeep.conversation_key.conversation_key`): what
+    its session tells it apart by, handed to it so that it is not computed again."""
     session: Session
     last_used: float
     ways: WaysBack
@@ -94,14 +101,15 @@ class Conversations:
 
     def get(self, route: str, history: Sequence[Any]) -> Conversation:
         """The conversation ``history`` continues, or a new one (expiring idle ones first)."""
-        key = conversation_key(route, history)
+        first = first_message_key(history[0] if history else None)
+        key = _route_key(route, first)
         now = self.clock()
         dropped: list[Conversation] = []
         with self._lock:
             self._expire(now, dropped)
             conversation = self._table.pop(key, None)
             if conversation is None:
-                conversation = Conversation(key, self._session(), now, WaysBack(self.store, key))
+                conversation = Conversation(key, first, self._session(), now, WaysBack(self.store, key))
                 self.started += 1
                 while len(self._table) >= self.max_conversations:
                     dropped.append(self._table.popitem(last=False)[1])
@@ -127,9 +135,8 @@ class Conversations:
             _release(gone)
 
     def _session(self) -> Session:
-        session = Session(self.config, workspace=self.workspace, store=self.store)
-        session.steps = with_files(session.steps, self._min_chars)
-        return session
+        steps = with_files(build_steps(self.config), self._min_chars)
+        return Session(self.config, workspace=self.workspace, store=self.store, steps=steps)
 
 
 def _release(conversation: Conversation) -> None:

@@ -35,10 +35,11 @@ class _Chars(TokenCounter):
     for days)."""
 
     def count(self, text: str) -> int:
-        return self._encode(text)
+        return self.count_once(text)
 
 
-_COUNTER: TokenCounter = _Chars("chars/4", False, get_counter("chars")._encode)
+_CHARS = get_counter("chars")
+_COUNTER: TokenCounter = _Chars(_CHARS.unit, _CHARS.exact, _CHARS.count_once)
 
 
 @dataclass
@@ -189,14 +190,28 @@ class Preparer:
             texts = [serialize_message(m) for m in history]
             session = conversation.session
             timeline = self.conversations.timeline
+            # the request as read and the conversation's key go to the session: neither is
+            # computed twice for one request
             if timeline is None:
-                prepared, report = session.prepare(document, format=route)
-            else:  # the policy decides with time: from the shared records
-                moment = timeline.moment(conversation.key, history, texts, session.cache_times(history))
                 prepared, report = session.prepare(
-                    document, format=route, now=moment.time, cache=moment.cache
+                    document, format=route, conversation=conversation.first, request=request
                 )
-                timeline.record(moment, session.cache_times(history))
+            else:  # the policy decides with time: from the shared records
+                moment = timeline.moment(
+                    conversation.key,
+                    history,
+                    texts,
+                    lambda: session.cache_times(history, conversation=conversation.first),
+                )
+                prepared, report = session.prepare(
+                    document,
+                    format=route,
+                    now=moment.time,
+                    cache=moment.cache,
+                    conversation=conversation.first,
+                    request=request,
+                )
+                timeline.record(moment, session.cache_times(history, conversation=conversation.first))
             current = request_way(
                 get_format(request.format_name(route)).request_tools(document),
                 self.conversations.remote_agents,

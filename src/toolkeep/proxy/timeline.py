@@ -62,13 +62,18 @@ class Timeline:
         self.clock = clock
 
     def moment(
-        self, conversation: str, history: Sequence[Any], texts: Sequence[str], known: CacheTimes
+        self,
+        conversation: str,
+        history: Sequence[Any],
+        texts: Sequence[str],
+        known: CacheTimes | Callable[[], CacheTimes],
     ) -> Moment:
         """The moment of request ``history`` of ``conversation``, whose items serialize as
         ``texts``: its own record if it has one, else now, after the request before it as its
         record says; without that record, after what this process ``known`` (its session's
-        :meth:`~toolkeep.Session.cache_times`). Prepare the request with
-        ``session.prepare(..., now=moment.time, cache=moment.cache)``."""
+        :meth:`~toolkeep.Session.cache_times`, or a callable giving it: then asked only in that
+        case). Prepare the request with ``session.prepare(..., now=moment.time,
+        cache=moment.cache)``."""
         end = previous_end(history)
         key, previous_key = _keys(conversation, texts, end)
         own = self._read(key)
@@ -79,7 +84,7 @@ class Timeline:
             return Moment(key, now, CacheTimes(), False)
         previous = self._read(previous_key)
         if previous is None:
-            return Moment(key, now, known, False)
+            return Moment(key, now, known() if callable(known) else known, False)
         return Moment(key, now, CacheTimes(previous[0], previous[3]), False)
 
     def record(self, moment: Moment, after: CacheTimes) -> None:
