@@ -21,7 +21,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from toolkeep import Config, Session, Workspace, WorkspaceError
-from toolkeep.session import _conversation_key
+from toolkeep.conversation_key import conversation_key
 from toolkeep.shorten import SAVED_PATH_RE
 from toolkeep.userdirs import user_sessions_dir
 from toolkeep.workspace import SESSION_TTL_SECONDS
@@ -62,7 +62,7 @@ class TestWhere:
         h = history("named from me")
         with Session(Config()) as session:
             out, _ = session.prepare(h)
-            assert session.workspace.path.name == _conversation_key(h[0])
+            assert session.workspace.path.name == conversation_key(h[0])
             assert f"{session.workspace.results_dir}/budget_t1_" in json.dumps(out)
 
     def test_no_directory_until_needed(self) -> None:
@@ -247,6 +247,6 @@ def test_two_sessions_give_the_same_bytes(h: list[Any]) -> None:
 @given(first=st.recursive(st.none() | st.booleans() | st.integers() | st.text(), lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(max_size=5), c, max_size=3), max_leaves=10))  # fmt: skip
 def test_the_conversation_key_is_a_name(first: Any) -> None:
     """Any first message gives a key that is a valid directory name, the same every time."""
-    k = _conversation_key(first)
+    k = conversation_key(first)
     assert len(k) == 16 and all(c in "0123456789abcdef" for c in k)
-    assert _conversation_key(first) == k
+    assert conversation_key(first) == k

@@ -79,8 +79,6 @@ def _seconds(reading: Any, what: str) -> float:
     return float(reading)
 
 
-_conversation_key = conversation_key
-"""(:func:`toolkeep.conversation_key.conversation_key`, under the name callers of this module knew.)"""
 _EMPTY_KEY = conversation_key(None)
 """The key of an empty conversation (the state and workspace before any request)."""
 
@@ -424,7 +422,7 @@ class Session(Closing):
         if not messages or (current.last and current.last[0] is messages[0]):
             return current
         if key is None:
-            key = _conversation_key(messages[0])
+            key = conversation_key(messages[0])
         state = self._states.pop(key, None)
         if state is None:
             state = SessionState()
