@@ -3,7 +3,7 @@
 Replays each trajectory in ../shared/bench-data/anthropic/ turn by turn (the request before each
 assistant message) through one Session, as ``toolkeep replay`` does, and reports per trajectory and
 in total: input tokens sent and the prompt-cache-aware cost (cache reads 0.1x, writes 1.25x of the
-base input price; see toolkeep.replay.cost), each as a ratio with toolkeep to without, the peak
+base input price; see toolkeep.costs), each as a ratio with toolkeep to without, the peak
 context ratio, and the time of ``Session.prepare`` as a ratio to ``json.dumps`` of the same
 requests (summed over the session, same process and run). Writes section "Replay" of
 bench/results.md with ``--write``.

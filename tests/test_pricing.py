@@ -15,10 +15,10 @@ from hypothesis import strategies as st
 
 import toolkeep
 from toolkeep import Config
+from toolkeep.costs import request_cost
 from toolkeep.exceptions import ConfigError
 from toolkeep.formats import FORMATS, _sdk, get_format
 from toolkeep.pricing import DEFAULT_PRICING, PRESETS, Pricing, parse_pricing, resolve_pricing
-from toolkeep.replay.cost import request_cost
 from toolkeep.replay.tokens import get_counter
 
 from .strategies import long_sessions, property_settings

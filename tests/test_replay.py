@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 from hypothesis import given
 
+from toolkeep.costs import request_cost, request_segments, serialize_message
 from toolkeep.replay import combine, get_counter, load_sessions, replay_session, request_ends
-from toolkeep.replay.cost import request_cost, request_segments, serialize_message
 from toolkeep.replay.importers import RecordedSession
 from toolkeep.replay.tokens import TokenCounter
 

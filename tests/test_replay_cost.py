@@ -7,7 +7,7 @@ import json
 import pytest
 from hypothesis import given
 
-from toolkeep.replay.cost import (
+from toolkeep.costs import (
     CACHE_READ,
     CACHE_WRITE,
     common_prefix_length,

@@ -15,12 +15,12 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, overload
 
 from . import engine
-from ._closing import Closing
+from .closing import Closing
 from .config import Config, ToolCap
 from .conversation_key import conversation_key
 from .engine import Resolved, SessionState, common_prefix
 from .exceptions import ConfigError, FormatError, RequestTooLargeError, SessionClosedError
-from .formats import Format, _sdk, detect_format, get_format, resolve_format
+from .formats import Format, detect_format, get_format, has_objects, plain_view, resolve_format
 from .markers import Recording, Tracker
 from .messages import ToolResultPart
 from .pipeline import Prepared
@@ -473,8 +473,8 @@ class Session(Closing):
             new = messages[cached.scanned :]
             if (
                 cached.request == format
-                and (cached.objects or not _sdk.has_objects(new))
-                and (format != "auto" or not new or cached.base.detect(_sdk.plain_view(new)) > 0)
+                and (cached.objects or not has_objects(new))
+                and (format != "auto" or not new or cached.base.detect(plain_view(new)) > 0)
             ):
                 self.state.resolved = cached._replace(scanned=len(messages))
                 return cached.format

@@ -34,7 +34,7 @@ import weakref
 from collections.abc import Iterator
 from pathlib import Path
 
-from ._closing import Closing
+from .closing import Closing
 from .exceptions import ReaderError, WorkspaceError
 from .shorten import archive_key, utf8_chunks
 from .userdirs import user_sessions_dir

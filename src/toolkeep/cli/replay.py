@@ -11,11 +11,11 @@ from typing import Any
 import click
 
 from ..config import DEFAULT_POLICY_ALIAS, Config
+from ..costs import CACHE_READ, CACHE_WRITE
 from ..exceptions import ConfigError, FormatError
 from ..policies import POLICIES
 from ..pricing import DEFAULT_PRICING, PRESETS
 from ..replay import combine, format_names, get_counter, iter_log_files, load_sessions, replay_session
-from ..replay.cost import CACHE_READ, CACHE_WRITE
 from ..replay.importers import RecordedSession
 from ..replay.replay import ReplayResult, RequestTrace, request_ends
 from ..replay.tokens import DEFAULT_ENCODING, ENCODINGS, TOKEN_MODES, TokenCounter

@@ -11,8 +11,7 @@ from collections.abc import Hashable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..formats import Format
-from ..formats._base import MESSAGE_CHARS_SLACK
+from ..formats import MESSAGE_CHARS_SLACK, Format
 from ..messages import History, Role, ToolCallPart, ToolResultPart
 from ..pricing import Pricing
 from .commands import Kind

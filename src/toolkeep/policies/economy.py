@@ -35,7 +35,7 @@ from bisect import bisect_left
 from collections.abc import Container, Hashable, Mapping
 
 from ..config import Config, Economy
-from ..formats._base import text_chars
+from ..formats import text_chars
 from ..messages import History, Part, ToolCallPart, ToolResultPart
 from ..pricing import resolve_pricing
 from ..steps import Microcompactor, Step, StepContext

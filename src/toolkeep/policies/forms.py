@@ -16,7 +16,7 @@ from typing import Any
 
 from ..config import Economy
 from ..content_type import detect_content_type
-from ..formats._base import input_chars, text_chars
+from ..formats import input_chars, text_chars
 from ..messages import Message, ToolCallPart, ToolResultPart
 from ..pricing import resolve_pricing
 from ..shorten import CAP_LINE_RE, carried_keys, compact_form, summary_form

@@ -20,8 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from ..formats import Format
-from ..formats._base import CONTINUE_TEXT, blank_text
+from ..formats import CONTINUE_TEXT, Format, blank_text
 from ..messages import History, Message, Part, TextPart, ToolCallPart, ToolResultPart
 from ._context import FORGETFUL, MISSING, FunctionStep, Step, StepContext
 

@@ -38,7 +38,7 @@ from dataclasses import asdict, dataclass
 from types import TracebackType
 from typing import Any, Protocol, runtime_checkable
 
-from .._closing import Closing
+from ..closing import Closing
 from ..exceptions import ConfigError, InvalidKeyError, StoreError
 from ..shorten import CHUNK_CHARS, utf8_chunks
 
