@@ -78,9 +78,9 @@ def agent_binary(name: str) -> str:
     return str(binary)
 
 
-@pytest.fixture(scope="module")
-def big_files(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
-    root = tmp_path_factory.mktemp("big-files")
+def write_big_files(root: Path) -> list[Path]:
+    """The twelve big files the scripted model has the agent read, in ``root``: 800 lines each,
+    with a SENTINEL line every 200 that a shortened result leaves out."""
     paths = []
     for n in range(FILES):
         lines = [
@@ -93,6 +93,11 @@ def big_files(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
         path.write_text("\n".join(lines) + "\n")
         paths.append(path)
     return paths
+
+
+@pytest.fixture(scope="module")
+def big_files(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+    return write_big_files(tmp_path_factory.mktemp("big-files"))
 
 
 def claude_env(base_url: str, home: Path) -> dict[str, str]:

@@ -38,7 +38,7 @@ import pytest
 pytest.importorskip("httpx", reason="the proxy extra is not installed: pip install 'toolkeep[proxy]'")
 pytest.importorskip("uvicorn", reason="the proxy extra is not installed: pip install 'toolkeep[proxy]'")
 
-from tests.test_proxy_agents import FILES, agent_binary
+from tests.test_proxy_agents import FILES, agent_binary, write_big_files
 from tests.upstream_proxy import TOOLKEEP, ProxyProcess
 from tests.upstream_server import ScriptedUpstream, _tool_names
 from tests.upstream_tap import Tap, _head
@@ -75,18 +75,7 @@ def make_files(project: Path) -> list[Path]:
     """The twelve big files, inside the project (where Claude Code reads without asking)."""
     root = project / "big"
     root.mkdir()
-    paths = []
-    for n in range(FILES):
-        lines = [
-            f"SENTINEL-{n:02d} middle line {i}: the text toolkeep cut from file {n}"
-            if i % 200 == 100
-            else f"def function_{n}_{i}(x): return x * {i} + {n}  # filler to make the file big ...."
-            for i in range(800)
-        ]
-        path = root / f"big_{n:02d}.txt"
-        path.write_text("\n".join(lines) + "\n")
-        paths.append(path)
-    return paths
+    return write_big_files(root)
 
 
 USER_SERVER = {"command": sys.executable, "args": [str(Path(__file__).with_name("user_mcp_server.py"))]}
@@ -323,27 +312,36 @@ def test_the_agents_exit_code_comes_through(tmp_path: Path) -> None:
     assert url is not None and port_closed(url.group(1))
 
 
+def wrap_in_a_slow_answer(
+    tmp_path: Path, upstream: ScriptedUpstream, workspace: Path, log: Path
+) -> subprocess.Popen[bytes]:
+    """``toolkeep wrap claude`` in a process group of its own, once the scripted model has begun
+    its slow (8 s) answer. No terminal: wrap passes a SIGINT on (a terminal's reaches the agent
+    itself)."""
+    env, _ = user_setup("claude", tmp_path, upstream.url)
+    command = [*TOOLKEEP, "wrap", "claude", "--workspace", str(workspace), "--proxy-log", str(log), "--"]
+    process = subprocess.Popen(
+        [*command, "-p", "hello", "--model", "slow"],
+        cwd=tmp_path,
+        env={**os.environ, **env},
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + 120
+    while not any(r["path"] == "/v1/messages" and '"slow"' in r["body"] for r in upstream.requests()):
+        assert process.poll() is None and time.monotonic() < deadline, process.communicate()
+        time.sleep(0.05)
+    return process
+
+
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_a_signal_to_wrap_ends_the_agent_and_the_proxy(sig: int, tmp_path: Path) -> None:
     upstream = ScriptedUpstream()
     try:
-        workspace = tmp_path / "workspace"
-        log = tmp_path / "proxy.log"
-        env, _ = user_setup("claude", tmp_path, upstream.url)
-        command = [*TOOLKEEP, "wrap", "claude", "--workspace", str(workspace), "--proxy-log", str(log), "--"]
-        process = subprocess.Popen(
-            [*command, "-p", "hello", "--model", "slow"],
-            cwd=tmp_path,
-            env={**os.environ, **env},
-            stdin=subprocess.DEVNULL,  # no terminal: wrap passes a SIGINT on (a terminal's reaches the agent itself)
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            start_new_session=True,
-        )
-        deadline = time.monotonic() + 120
-        while not any(r["path"] == "/v1/messages" and '"slow"' in r["body"] for r in upstream.requests()):
-            assert process.poll() is None and time.monotonic() < deadline, process.communicate()
-            time.sleep(0.05)
+        workspace, log = tmp_path / "workspace", tmp_path / "proxy.log"
+        process = wrap_in_a_slow_answer(tmp_path, upstream, workspace, log)
         process.send_signal(sig)
         code = process.wait(60)
         if sig == signal.SIGTERM:
@@ -368,23 +366,8 @@ def test_the_private_proxy_dies_with_a_killed_wrap(tmp_path: Path) -> None:
     """SIGKILL leaves wrap no time to stop the proxy: the kernel stops it."""
     upstream = ScriptedUpstream()
     try:
-        workspace = tmp_path / "workspace"
-        log = tmp_path / "proxy.log"
-        env, _ = user_setup("claude", tmp_path, upstream.url)
-        command = [*TOOLKEEP, "wrap", "claude", "--workspace", str(workspace), "--proxy-log", str(log), "--"]
-        process = subprocess.Popen(
-            [*command, "-p", "hello", "--model", "slow"],
-            cwd=tmp_path,
-            env={**os.environ, **env},
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-        deadline = time.monotonic() + 120
-        while not any(r["path"] == "/v1/messages" and '"slow"' in r["body"] for r in upstream.requests()):
-            assert process.poll() is None and time.monotonic() < deadline
-            time.sleep(0.05)
+        workspace, log = tmp_path / "workspace", tmp_path / "proxy.log"
+        process = wrap_in_a_slow_answer(tmp_path, upstream, workspace, log)
         process.kill()
         process.wait(60)
         url = LISTENING.search(log.read_text())
