@@ -10,6 +10,14 @@ then from the defaults::
     5000
     >>> Config().policy, Config(policy="default").policy, Config(policy="spec").policy
     ('economy', 'economy', 'spec')
+
+This module is the one place the library reads its settings from the environment. The front
+doors (``Session``, ``run_pipeline``, ``ToolLoop`` and the integrations) take ``trust_env``, as
+httpx's clients do: given no config, they run :meth:`Config.resolve`, which reads the
+environment only when ``trust_env`` is true (the default)::
+
+    >>> Config.resolve(None, trust_env=False) == Config()
+    True
 """
 
 from __future__ import annotations
@@ -367,6 +375,20 @@ class Config:
     def replace(self, **changes: Any) -> Config:
         """A copy with some values changed (validated again)."""
         return replace(self, **changes)
+
+    @classmethod
+    def resolve(cls, config: Config | None, *, trust_env: bool = True) -> Config:
+        """The config a front door runs with: ``config`` when given (the environment is not
+        read then), else :meth:`from_env` when ``trust_env`` is true, else the defaults.
+
+            >>> Config.resolve(Config(max_result_chars=5_000), trust_env=True).max_result_chars
+            5000
+        """
+        if config is not None:
+            if not isinstance(config, Config):
+                raise ConfigError(f"config must be a toolkeep.Config, got {type(config).__name__}")
+            return config
+        return cls.from_env() if trust_env else cls()
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> Config:

@@ -178,9 +178,14 @@ class ToolkeepHistory(SessionOwner):
     """
 
     def __init__(
-        self, session: Session | None = None, *, config: Config | None = None, recall_given: bool = False
+        self,
+        session: Session | None = None,
+        *,
+        config: Config | None = None,
+        recall_given: bool = False,
+        trust_env: bool = True,
     ) -> None:
-        self._hold(session, config)
+        self._hold(session, config, trust_env)
         self.report: Report | None = None
         """The report of the last processed history."""
         self.recall_given = recall_given
