@@ -83,7 +83,7 @@ from .shortforms.commands import call_kind
 from .shortforms.inputs import cleared_input, input_form, parsed_object
 from .shortforms.previews import lines_summary
 from .steps import StepContext
-from .steps._context import dumped
+from .steps.memo import dumped
 from .tokens import TokenCounter, default_counter, serialize_message
 
 __all__ = [
