@@ -20,8 +20,8 @@ from hypothesis import strategies as st
 import toolkeep
 from toolkeep.messages import ToolResultPart
 from toolkeep.pipeline import POLICIES
-from toolkeep.policies.inputs import CLEARED_ENTRY, RestoreInputs, cleared_input
 from toolkeep.shorten import CCR_MARKER_RE
+from toolkeep.shortforms.inputs import CLEARED_ENTRY, RestoreInputs, cleared_input
 from toolkeep.steps import StepContext
 from toolkeep.stores import MemoryStore
 from toolkeep.tokens import get_counter
@@ -383,7 +383,7 @@ ARGUMENTS = {"path": "src/a.py", "content": "x" * 500, "mode": 3, "flags": ["a"]
 
 
 class TestClearedInput:
-    """The last resort for call inputs (:func:`toolkeep.policies.inputs.cleared_input`) and its
+    """The last resort for call inputs (:func:`toolkeep.shortforms.inputs.cleared_input`) and its
     way back (``RestoreInputs``)."""
 
     @staticmethod

@@ -45,7 +45,7 @@ from .messages import History, Message, ToolResultPart
 from .pricing import CacheExpiry
 from .report import Report
 from .steps import Memo, Plan, Step, StepContext
-from .steps._context import FORGETFUL, dumped
+from .steps.memo import FORGETFUL, dumped
 from .steps.pairing import first_choice_id
 from .window import WindowState, bound
 

@@ -8,15 +8,15 @@ system prompt when they are passed; :mod:`toolkeep.tokens`), and while that is o
 shortens, oldest first:
 
 1. results, to a summary: SPEC's one-line summary followed by the lines an agent is likely to
-   use again (:func:`toolkeep.policies.previews.lines_summary`, about :data:`SUMMARY_CHARS`);
+   use again (:func:`toolkeep.shortforms.previews.lines_summary`, about :data:`SUMMARY_CHARS`);
 2. then results, to a one-line stub: SPEC's summary line alone, ``[Old tool result cleared --
    L lines, S chars, TYPE] <<ccr:KEY>> [full output saved to PATH]``;
-3. then the long strings of old tool-call inputs (:mod:`toolkeep.policies.inputs`);
+3. then the long strings of old tool-call inputs (:mod:`toolkeep.shortforms.inputs`);
 4. then, the last resorts, results cleared to ``[result cleared] <<ccr:KEY>>``
    (:func:`toolkeep.shorten.cleared_form`: 19 o200k tokens where the stub takes about 30 and
    more with a path), and call inputs cleared to their short entries and ``"_cleared":
    "<<ccr:KEY>>"``, the input whole in the archive
-   (:func:`toolkeep.policies.inputs.cleared_input`).
+   (:func:`toolkeep.shortforms.inputs.cleared_input`).
 
 Every original is archived before its result or input is cut (a store that refuses it leaves it
 whole), the forms carry every way back the policy's form carried, and ``restore_originals``
@@ -77,13 +77,13 @@ from .content_type import detect_content_type
 from .exceptions import RequestTooLargeError
 from .formats import Format
 from .messages import History, Message, Part, ToolCallPart, ToolResultPart
-from .policies.commands import call_kind
-from .policies.inputs import cleared_input, input_form, parsed_object
-from .policies.previews import lines_summary
 from .report import Cut
 from .shorten import carried_keys, cleared_form, summary_form
+from .shortforms.commands import call_kind
+from .shortforms.inputs import cleared_input, input_form, parsed_object
+from .shortforms.previews import lines_summary
 from .steps import StepContext
-from .steps._context import dumped
+from .steps.memo import dumped
 from .tokens import TokenCounter, default_counter, serialize_message
 
 __all__ = [
