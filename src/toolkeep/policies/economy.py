@@ -277,7 +277,9 @@ class EconomyPlan:
         e = self.economy
         if item.kind is None:
             return e.inputs and self.forms.size(item, 2, ctx) < self.forms.size(item, 0, ctx)
-        return len(item.obj.full_text) > e.min_chars  # type: ignore[union-attr]
+        # small results keep their text: only the request budget, as a last resort, cuts them
+        least = ctx.config.compact_min_chars if e.min_chars is None else e.min_chars
+        return len(item.obj.full_text) > least  # type: ignore[union-attr]
 
     def _items(
         self,
