@@ -37,6 +37,7 @@ import itertools
 import json
 import os
 import re
+import shutil
 import signal
 import statistics
 import subprocess
@@ -436,13 +437,20 @@ def tree_peak_rss_mb(pid: int) -> float:
     return sum(peak_rss_mb(p) for p in process_tree(pid) if Path(f"/proc/{p}").exists())
 
 
-def load_trajectories(largest_kb: float, count: int) -> list[tuple[str, list[dict[str, Any]]]]:
-    """The real trajectories of ``../shared/bench-data/anthropic`` no larger than ``largest_kb``,
-    smallest first, at most ``count`` of them (0: all)."""
+def load_trajectories(
+    largest_kb: float, count: int, only: str = ""
+) -> list[tuple[str, list[dict[str, Any]]]]:
+    """The real trajectories of ``../shared/bench-data/anthropic`` no larger than ``largest_kb``
+    (or those whose names hold one of the comma-separated ``only``), smallest first, at most
+    ``count`` of them (0: all)."""
+    names = [n for n in only.split(",") if n]
     files = sorted(
-        (f for f in DATA.glob("*.json") if f.stat().st_size <= largest_kb * 1024),
+        (f for f in DATA.glob("*.json")
+         if (any(n in f.name for n in names) if names else f.stat().st_size <= largest_kb * 1024)),
         key=lambda f: f.stat().st_size,
-    )
+    )  # fmt: skip
+    if not files:
+        raise SystemExit(f"no trajectories under {DATA}: this benchmark needs ../shared/bench-data")
     if count:
         files = files[:count]
     return [(f.stem, json.loads(f.read_text())) for f in files]
@@ -643,7 +651,7 @@ def peers_main(args: argparse.Namespace) -> None:
     unknown = set(ways) - {"direct", *WAYS}
     if unknown:
         raise SystemExit(f"unknown way(s): {', '.join(sorted(unknown))} (known: {', '.join(WAYS)})")
-    trajectories = load_trajectories(args.largest_kb, args.trajectories)
+    trajectories = load_trajectories(args.largest_kb, args.trajectories, args.only)
     plan = [(f"[bench c{n}]", conversation_requests(m, args.turns)) for n, (_, m) in enumerate(trajectories)]
     requests = sum(len(h) for _, h in plan)
     skipped: dict[str, str] = {}
@@ -705,6 +713,9 @@ def peers_main(args: argparse.Namespace) -> None:
                     results[way] = r
                 finally:
                     peer.stop()
+    except BaseException:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
     finally:
         upstream.kill()
         upstream.wait()
@@ -722,8 +733,6 @@ def peers_main(args: argparse.Namespace) -> None:
         r["upstream"], r["broken"] = len(every), check_requests(every)
         r["broken alone"] = check_requests(alone)
         r["sent alone"] = len(alone)
-    import shutil
-
     shutil.rmtree(folder, ignore_errors=True)
     write_peers(args, trajectories, plan, requests, results, skipped, installs, load_before, load_after)
 
@@ -781,15 +790,19 @@ def write_peers(
     ]
     broken_inputs = direct["broken alone"]
     text = [
-        f"`bench/proxy_load.py --peers --ways {args.ways} --largest-kb {args.largest_kb:g} --turns {args.turns} "
+        f"`bench/proxy_load.py --peers --ways {args.ways} --largest-kb {args.largest_kb:g} "
+        + (f"--only {args.only} " if args.only else "")
+        + (f"--trajectories {args.trajectories} " if args.trajectories else "")
+        + f"--turns {args.turns} "
         f"--at-once {args.at_once} --think {args.think:g} --seconds {args.seconds:g} "
         f"--saturation-seconds {args.saturation_seconds:g}`, one run: every way in turn against the same "
         f"scripted upstream (tests/upstream_server.py, each answer a stream of 20 chunks 5 ms apart) on "
         f"loopback, on a {os.cpu_count()}-core machine that the load generator, the upstream and the proxy "
         f"share (load average {load_before[0]:.2f} before, {load_after[0]:.2f} after).",
         "",
-        f"Workload: {len(trajectories)} real trajectories from `../shared/bench-data/anthropic/` (those "
-        f"up to {args.largest_kb:g} KB), each replayed as its client sent it: the history before each "
+        f"Workload: {len(trajectories)} real trajectories from `../shared/bench-data/anthropic/` ("
+        + (f"those named {args.only}" if args.only else f"those up to {args.largest_kb:g} KB")
+        + "), each replayed as its client sent it: the history before each "
         "assistant message"
         + (f" (the first {args.turns})" if args.turns else "")
         + f", and, where a trajectory ends with the model's message, the history resumed with a user's "
@@ -841,6 +854,7 @@ def main() -> None:
     peers.add_argument("--ways", default="toolkeep,headroom,litellm", help="the proxies, beside direct")
     peers.add_argument("--no-install", action="store_true", help="skip a peer whose venv is not there")
     peers.add_argument("--largest-kb", type=float, default=300.0, help="the trajectories up to this size")
+    peers.add_argument("--only", default="", help="the trajectories whose names hold one of these (a,b)")
     peers.add_argument("--trajectories", type=int, default=0, help="at most this many (0: all)")
     peers.add_argument("--turns", type=int, default=0, help="requests of each (0: all, then the resumed one)")
     peers.add_argument("--at-once", type=int, default=20, help="conversations at once")
