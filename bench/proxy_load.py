@@ -27,6 +27,17 @@ status and body.
 
 ``--write`` records the table in bench/results.md, section "Proxy". Bounded: every phase stops by
 itself after S seconds, and every request has a timeout.
+
+``--peers`` runs instead toolkeep against its peers in one run: ``toolkeep proxy``, Headroom's
+proxy and LiteLLM's (each from a venv of its own under ~/.cache/toolkeep-bench, made with the
+pinned version on first use) and direct, against one scripted upstream that records what it gets,
+with the real trajectories of ../shared/bench-data replayed request by request. Per way: added
+time to the first byte (p50, p99) for one conversation alone and for ``--at-once`` (20) at once,
+throughput at saturation, CPU per request, peak RSS, the cache-aware cost of what reached the
+upstream over direct's, and the upstream requests that break the provider's rules; the versions
+and the commands. ``--write`` records it in section "Proxy against peers".
+
+    python bench/proxy_load.py --peers [--ways toolkeep,headroom,litellm] [--largest-kb 300] [--write]
 """
 
 from __future__ import annotations
