@@ -15,13 +15,16 @@ Needs the ``proxy`` extra: ``pip install 'toolkeep[proxy]'`` (Starlette, uvicorn
 from __future__ import annotations
 
 from pathlib import Path
+from typing import IO
 
 from ..config import Config
 from ..stores import ArchiveStore, open_store, store_for_config
 from ..userdirs import user_cache_dir
 from ..workspace import Workspace
 from .conversations import Conversations
+from .observe import Observer
 from .prepare import Outcome, Preparer
+from .stats import stats_backend
 
 __all__ = ["Conversations", "Outcome", "Preparer", "default_workspace", "make_preparer"]
 
@@ -39,10 +42,12 @@ def make_preparer(
     store: str | ArchiveStore | None = None,
     *,
     remote_agents: bool = False,
+    log_json: IO[str] | None = None,
 ) -> Preparer:
     """The preparer of a proxy: its workspace (kept), its store (``store`` or the config's, else
     the workspace's archive) and its table of conversations; ``remote_agents``: the agents cannot
-    read the proxy's files, so shortened results name only tools (see :mod:`.files`)."""
+    read the proxy's files, so shortened results name only tools (see :mod:`.files`);
+    ``log_json``: where one JSON line per request goes (:mod:`.observe`)."""
     ws = Workspace(workspace if workspace is not None else default_workspace(), keep=True)
     if isinstance(store, str):
         archive: ArchiveStore = open_store(store)
@@ -50,4 +55,7 @@ def make_preparer(
         archive = store
     else:
         archive = store_for_config(config, ws.archive_dir)
-    return Preparer(Conversations(config, ws, archive, remote_agents=remote_agents))
+    table = Conversations(config, ws, archive, remote_agents=remote_agents)
+    preparer = Preparer(table)
+    preparer.observer = Observer(table, stats_backend(archive, ws.path), log_json=log_json)
+    return preparer
