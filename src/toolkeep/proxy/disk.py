@@ -52,7 +52,7 @@ DEFAULT_MAX_BYTES = 1 << 30
 """``--max-disk-bytes``: 1 GiB."""
 DEFAULT_MAX_AGE_DAYS = 30.0
 """``--max-age-days``."""
-GRACE_SECONDS = 60.0
+GRACE_SECONDS = 10.0
 """A unit used this recently is never collected (its request may still be being prepared)."""
 LOW_WATER = 0.9
 """A collection the proxy's own writes start goes down to this share of the cap."""
@@ -101,14 +101,16 @@ class DiskCap:
         max_age: float | None = DEFAULT_MAX_AGE_DAYS * 86_400,
         grace: float = GRACE_SECONDS,
         clock: Callable[[], float] = time.time,
+        pin_file: str | None = None,
     ) -> None:
+        """``pin_file``: the name of this process's pin file (by default ``.pinned-<host>-<pid>``)."""
         self.path = Path(path)
         self.store = store
         self.max_bytes = max_bytes
         self.max_age = max_age
         self.grace = grace
         self.clock = clock
-        self._pin_file = f".pinned-{_safe(socket.gethostname())}-{os.getpid()}"
+        self._pin_file = pin_file or f".pinned-{_safe(socket.gethostname())}-{os.getpid()}"
         self._lock = threading.Lock()
         self._estimate = 0
         self._checked = float("-inf")
@@ -236,7 +238,7 @@ class DiskCap:
     def pinned(self) -> frozenset[str]:
         """The keys pinned here and in every recent pin file in the folder."""
         keys = set(self.own_pins())
-        now = self.clock()
+        now = time.time()  # the files' own clock, not the store's
         try:
             names = [n for n in os.listdir(self.path) if _PIN_FILE.fullmatch(n)]
         except OSError:
