@@ -22,12 +22,13 @@ import anyio
 import httpx
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, JSONResponse, Response
+from starlette.responses import HTMLResponse, Response
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from ..mcp_server import create_http_endpoint
 from ..recall import MCP_PATH
+from .observe import observer_for
 from .prepare import Outcome, Preparer
 from .routes import DEFAULT_UPSTREAMS, prepared_route, provider_for
 
@@ -82,9 +83,7 @@ def create_app(
     )
 
     preparing = anyio.CapacityLimiter(PREPARING_THREADS)
-
-    async def stats(request: Request) -> Response:
-        return JSONResponse(preparer.totals.to_dict(preparer.conversations))
+    observer = observer_for(preparer)  # /metrics, /toolkeep/stats, --log-json
 
     async def conversations(request: Request) -> Response:
         return HTMLResponse(preparer.records.index())
@@ -130,11 +129,12 @@ def create_app(
         async with mcp.lifespan():
             yield
         await anyio.to_thread.run_sync(preparer.conversations.close)  # their pins go
+        await anyio.to_thread.run_sync(observer.close)  # the statistics left are written
         if owned:
             await http.aclose()
 
     routes = [
-        Route("/toolkeep/stats", stats, methods=["GET"]),
+        *observer.routes(),
         *mcp.routes(MCP_PATH),  # the way back for agents anywhere; never forwarded
         Route("/toolkeep/", conversations, methods=["GET"]),  # the inspector (toolkeep.inspector.live)
         Route("/toolkeep/c/{key}", conversation, methods=["GET"]),
@@ -252,12 +252,16 @@ class Forwarded(Response):
         o = self.outcome
         f = o.figures if o is not None else None
         ms = (time.perf_counter() - self.started) * 1_000
+        path = self.request.url.path
+        observer_for(self.preparer).done(
+            self.request.method, path, o, self.status_code, self.end, self.sent, ms
+        )
         what = ""
         if o is not None and f is not None and o.prepared:
             what = (
                 f" conversation {o.conversation[:8] if o.conversation else '-'}"
-                f" tokens {f.tokens_before:,} -> {f.tokens_after:,} repairs {f.repairs} cuts {f.cuts}"
-                f" cost {f.cost_unmanaged:,.0f} -> {f.cost_managed:,.0f}"
+                f" size {f.tokens_before:,} -> {f.tokens_after:,} chars/4 repairs {f.repairs} cuts {f.cuts}"
+                f" cost {f.cost_unmanaged:,.0f} -> {f.cost_managed:,.0f} base-price tokens (cache-aware)"
             )
         elif o is not None:
             what = " forwarded unchanged"
