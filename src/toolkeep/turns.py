@@ -35,6 +35,7 @@ Pure functions on the neutral model (:mod:`toolkeep.messages`); the format adapt
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -55,6 +56,7 @@ __all__ = [
     "note_text",
     "payload",
     "spliced",
+    "unfolded",
     "widest",
 ]
 
@@ -241,16 +243,7 @@ def archive(
     key = ctx.archive(payload(span))
     if ctx.unarchived(key):
         return None
-    # the note is a user message in the shape of the first user message (an adapter rebuilds a
-    # message from the provider object it came from; some cannot build one from nothing)
-    template = next(
-        (m for m in stage[:start] if m.role == "user" and m.raw is not None and not m.results), None
-    )
-    text = (TextPart(note_text(span, key)),)
-    if template is None:
-        message = Message("user", text, dirty=True)
-    else:
-        message = Message("user", text, raw=template.raw, dirty=True, meta=template.meta)
+    message = Message("user", (TextPart(note_text(span, key)),), dirty=True)
     dumped = (fmt.dump_message(message),) if fmt.rules.per_message else tuple(fmt.dump([message]))
     tokens = sum(count(x) + 1 for x in dumped)
     turns = sum(1 for m in span if m.role == "assistant")
@@ -326,3 +319,37 @@ def spliced(fmt: Format, result: list[Any], history: History, archived: Archived
     if fmt.rules.per_message:
         return [*result[:s], *archived.dumped, *result[e:]]
     return fmt.dump([*history[:s], archived.message, *history[e:]])
+
+
+_NOTE_KEY = re.compile(re.escape(HEADER) + r" [^\]\n]*\] <<ccr:([0-9a-f]{16})>>")
+_LOOK = 6
+"""How many leading messages of a history are looked at for a note (it follows the first ones)."""
+_ENVELOPE = 400
+"""Chars a provider message may hold besides a note and still be that note alone."""
+
+
+def unfolded(fmt: Format, messages: Sequence[Any], lookup: Callable[[str], str | None]) -> Sequence[Any]:
+    """``messages`` with a note of archived turns (a prepared history sent back) replaced by the
+    messages it stands for, recalled through ``lookup``; ``messages`` itself when it holds none.
+    A note is taken for one only when it is a message of its own near the start, its key recalls
+    a list of messages, and the note made of those is the very text it holds."""
+    for i, raw in enumerate(messages[:_LOOK]):
+        text = serialize_message(raw)
+        found = _NOTE_KEY.search(text) if HEADER in text else None
+        if found is None:
+            continue
+        original = lookup(found[1])
+        try:
+            span = json.loads(original) if original is not None else None
+        except ValueError:
+            span = None
+        if not isinstance(span, list) or not span:
+            continue
+        try:
+            loaded = fmt.load(span)
+        except (ValueError, TypeError, KeyError):
+            continue
+        note = serialize_message(note_text(loaded, found[1]))[1:-1]
+        if note in text and len(text) - len(note) <= _ENVELOPE:
+            return [*messages[:i], *span, *messages[i + 1 :]]
+    return messages
