@@ -75,14 +75,12 @@ def is_run_of(history: list[Any], recalled: str) -> bool:
 def request_ends(history: list[Any], fmt: str) -> list[int]:
     """The end of each request: the history before each model turn (and the whole)."""
     loaded = toolkeep.get_format(fmt).load(history)
-    raws = [m.raw for m in loaded]
-    ends = []
+    ends = set()
     for i, m in enumerate(loaded):
         if m.role == "assistant" and i > 0:
             raw = m.raw[0] if type(m.raw) is tuple else m.raw
-            ends.extend(n for n, r in enumerate(history) if r is raw)
-    del raws
-    return sorted(set(ends)) + [len(history)]
+            ends.update(n for n, r in enumerate(history) if r is raw and n > 0)
+    return [*sorted(ends), len(history)]
 
 
 class TestArchive:
