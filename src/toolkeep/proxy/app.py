@@ -10,8 +10,8 @@ disconnects cancels the upstream request.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
-import json
 import logging
 import re
 import time
@@ -28,6 +28,7 @@ from starlette.types import Receive, Scope, Send
 
 from ..mcp_server import create_http_endpoint
 from ..recall import MCP_PATH
+from .guard import provider_error
 from .prepare import Outcome, Preparer
 from .routes import DEFAULT_UPSTREAMS, prepared_route, provider_for
 
@@ -40,6 +41,11 @@ GEMINI_UPSTREAM = DEFAULT_UPSTREAMS["gemini"]
 OPENAI_UPSTREAM = DEFAULT_UPSTREAMS["openai"]
 
 PREPARING_THREADS = 2
+LARGE_BODY_BYTES = 1024 * 1024
+"""A body this big or bigger is prepared by threads of its own (:data:`PREPARING_THREADS` of them
+too): one conversation's large request never holds up another's small one."""
+PREPARE_TIMEOUT = 5.0
+"""Seconds a request's preparation may take; after that it is forwarded as it came (fail open)."""
 """How many requests are prepared at once, each in a worker thread: the rest wait their turn.
 Preparing is Python under the GIL, so more threads run no faster; they only take turns with the
 GIL, and many of them take turns at a cost (50 conversations sending back to back: 11.4 ms of
@@ -70,10 +76,17 @@ class Upstreams:
 
 
 def create_app(
-    preparer: Preparer, upstreams: Upstreams, *, client: httpx.AsyncClient | None = None
+    preparer: Preparer,
+    upstreams: Upstreams,
+    *,
+    client: httpx.AsyncClient | None = None,
+    prepare_timeout: float = PREPARE_TIMEOUT,
 ) -> Starlette:
     """The ASGI application of a proxy (``toolkeep proxy`` runs it on uvicorn); its
-    ``state.preparing`` is the limiter of the threads that prepare requests."""
+    ``state.preparing`` is the limiter of the threads that prepare requests (``state.preparing_large``
+    those of large bodies), its ``state.stop()`` (thread- and signal-safe) makes the requests in
+    preparation go as they came: the server is stopping. A preparation that takes longer than
+    ``prepare_timeout`` seconds is left to finish in its thread, and the request goes as it came."""
     owned = client is None
     http = client or httpx.AsyncClient(
         timeout=httpx.Timeout(connect=30.0, read=600.0, write=600.0, pool=60.0),
@@ -82,6 +95,43 @@ def create_app(
     )
 
     preparing = anyio.CapacityLimiter(PREPARING_THREADS)
+    preparing_large = anyio.CapacityLimiter(PREPARING_THREADS)
+    stopping = _Stopping()
+
+    async def prepare(route: str, request: Request, body: bytes) -> Outcome:
+        """The request's outcome, or, past the timeout or once the server stops, its body as it came."""
+        done: list[Outcome] = []
+        limiter = preparing_large if len(body) >= LARGE_BODY_BYTES else preparing
+        with anyio.move_on_after(prepare_timeout) as timer:
+            async with anyio.create_task_group() as group:
+
+                async def run() -> None:
+                    done.append(
+                        await anyio.to_thread.run_sync(
+                            preparer.prepare,
+                            route,
+                            body,
+                            _mcp_url(request),
+                            limiter=limiter,
+                            abandon_on_cancel=True,
+                        )
+                    )
+                    group.cancel_scope.cancel()
+
+                async def stop() -> None:
+                    await stopping.wait()
+                    group.cancel_scope.cancel()
+
+                group.start_soon(run)
+                group.start_soon(stop)
+        if done:
+            return done[0]
+        why = (
+            f"preparing took over {prepare_timeout:g} s (--prepare-timeout)"
+            if timer.cancelled_caught
+            else "the proxy is stopping"
+        )
+        return Outcome(body, error=why)
 
     async def stats(request: Request) -> Response:
         return JSONResponse(preparer.totals.to_dict(preparer.conversations))
@@ -104,9 +154,7 @@ def create_app(
         route = prepared_route(request.method, path)
         outcome: Outcome | None = None
         if route is not None:
-            outcome = await anyio.to_thread.run_sync(
-                preparer.prepare, route, body, _mcp_url(request), limiter=preparing
-            )
+            outcome = await prepare(route, request, body)
             if outcome.error is not None:
                 log.warning(
                     "toolkeep proxy: %s %s: forwarded unchanged: %s", request.method, path, outcome.error
@@ -127,9 +175,13 @@ def create_app(
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        stopping.bind()
         async with mcp.lifespan():
             yield
-        await anyio.to_thread.run_sync(preparer.conversations.close)  # their pins go
+        # their pins go; a preparation still running (past its timeout) holds its conversation:
+        # that one is not waited for long (the store's writes are atomic)
+        with anyio.move_on_after(2.0):
+            await anyio.to_thread.run_sync(preparer.conversations.close, abandon_on_cancel=True)
         if owned:
             await http.aclose()
 
@@ -142,6 +194,8 @@ def create_app(
     ]
     app = Starlette(routes=routes, lifespan=lifespan)
     app.state.preparing = preparing
+    app.state.preparing_large = preparing_large
+    app.state.stop = stopping.set
     return app
 
 
@@ -209,7 +263,7 @@ class Forwarded(Response):
                     while True:
                         message = await receive()
                         if message["type"] == "http.disconnect":
-                            if self.end != "ok":
+                            if self.end == "cancelled":  # (an answer delivered says what it was)
                                 self.end = "client disconnected"
                             group.cancel_scope.cancel()
                             return
@@ -225,9 +279,9 @@ class Forwarded(Response):
             response = await self.http.send(self.upstream, stream=True)
         except httpx.HTTPError as exc:
             self.end = f"upstream unreachable: {type(exc).__name__}"
-            await _send_error(
-                send, 502, f"toolkeep proxy: the upstream could not be reached ({type(exc).__name__})"
-            )
+            provider = provider_for(self.request.url.path, self.request.headers).name
+            message = f"toolkeep proxy: the upstream could not be reached ({type(exc).__name__})"
+            await _send_error(send, 502, provider_error(provider, 502, message))
             return
         try:
             self.status_code = response.status_code
@@ -268,8 +322,30 @@ class Forwarded(Response):
         )  # fmt: skip
 
 
-async def _send_error(send: Send, status: int, message: str) -> None:
-    body = json.dumps({"type": "error", "error": {"type": "proxy_error", "message": message}}).encode()
+class _Stopping:
+    """An event set from a signal handler (any thread) and awaited in the server's loop."""
+
+    def __init__(self) -> None:
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._event: asyncio.Event | None = None
+
+    def bind(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._event = asyncio.Event()
+
+    def set(self) -> None:
+        if self._loop is not None and self._event is not None:
+            with contextlib.suppress(RuntimeError):  # the loop has closed: nothing waits
+                self._loop.call_soon_threadsafe(self._event.set)
+
+    async def wait(self) -> None:
+        if self._event is None:
+            await anyio.sleep_forever()
+        else:
+            await self._event.wait()
+
+
+async def _send_error(send: Send, status: int, body: bytes) -> None:
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body, "more_body": False})
