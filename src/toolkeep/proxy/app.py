@@ -17,6 +17,7 @@ import re
 import time
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 import anyio
 import httpx
@@ -161,13 +162,9 @@ def create_app(
                 )
             body = outcome.body
         preparer.totals.add(outcome)
-        # the path as it came, not as Starlette decoded it (``%2F`` stays ``%2F``)
-        raw_path = request.scope.get("raw_path")
-        url = upstreams.base_for(path, request.headers) + (raw_path.decode("latin-1") if raw_path else path)
-        if request.url.query:
-            url += "?" + request.url.query
+        base = upstreams.base_for(path, request.headers)
         return Forwarded(
-            http, _upstream_request(http, request, url, body), request, outcome, started, preparer
+            http, _upstream_request(http, request, base, body), request, outcome, started, preparer
         )
 
     table = preparer.conversations
@@ -215,15 +212,24 @@ _HOST = re.compile(r"[A-Za-z0-9.-]{1,253}(?::[0-9]{1,5})?|\[[0-9A-Fa-f:.]{2,45}\
 """A host and port as a URL holds them: a name or IPv4 address, or an IPv6 one in brackets."""
 
 
-def _upstream_request(http: httpx.AsyncClient, request: Request, url: str, body: bytes) -> httpx.Request:
-    """The request to the upstream: the client's headers as they came (but hop-by-hop ones),
-    and no header httpx would add of its own."""
+def _upstream_request(http: httpx.AsyncClient, request: Request, base: str, body: bytes) -> httpx.Request:
+    """The request to the upstream at the base URL ``base``: the path and query as they came
+    (never decoded: ``%2F`` stays ``%2F``; never resolved: ``/../`` stays, where httpx would
+    resolve it, so the request line's target is httpcore's ``target`` extension), the client's
+    headers as they came (but hop-by-hop ones), and no header httpx would add of its own."""
+    raw_path = request.scope.get("raw_path") or request.url.path.encode("latin-1")
+    query = request.scope.get("query_string", b"")
+    tail = raw_path + (b"?" + query if query else b"")
+    url = base + tail.decode("latin-1")
     headers = [
         (name, value)
         for name, value in request.scope["headers"]
         if name.lower() not in _HOP_BY_HOP and name.lower() not in _RECOMPUTED
     ]
-    upstream = http.build_request(request.method, url, headers=headers, content=body)
+    target = urlsplit(base).path.encode("latin-1") + tail
+    upstream = http.build_request(
+        request.method, url, headers=headers, content=body, extensions={"target": target}
+    )
     sent = {name.lower() for name, _ in request.scope["headers"]}
     for name in list(upstream.headers.keys()):
         encoded = name.lower().encode("latin-1")

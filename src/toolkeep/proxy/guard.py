@@ -5,7 +5,7 @@ sees it, when:
 
 - its ``Host`` is not one of the proxy's own names (``localhost``, ``127.0.0.1``, ``[::1]``, the
   address it was reached at), nor one ``--allow-host`` names: a DNS-rebinding page reaches the
-  proxy under a name of its own (403);
+  proxy under a name of its own (421, as the MCP server answers one);
 - it carries an ``Origin`` other than the proxy's own or one ``--allow-origin`` names: agents
   send none, a browser sends one with every cross-site request (403);
 - the proxy has a client token (``--client-token``) and the request's ``X-Toolkeep-Token`` is not
@@ -43,6 +43,7 @@ _KINDS = {
     403: ("permission_error", "PERMISSION_DENIED"),
     408: ("timeout_error", "DEADLINE_EXCEEDED"),
     413: ("request_too_large", "INVALID_ARGUMENT"),
+    421: ("permission_error", "PERMISSION_DENIED"),
     502: ("api_error", "UNAVAILABLE"),
 }
 
@@ -132,7 +133,7 @@ class Guard:
             elif lower == TOKEN_HEADER:
                 token = value
         if not self._own_host(scope, host):
-            raise Refused(403, f"toolkeep proxy: the host {host!r} is not this proxy's (see --allow-host)")
+            raise Refused(421, f"toolkeep proxy: the host {host!r} is not this proxy's (see --allow-host)")
         if origin is not None and not self._own_origin(origin, host):
             raise Refused(403, "toolkeep proxy: requests from web pages are refused (see --allow-origin)")
         probe = scope["method"] == "HEAD" and scope.get("path") == "/"
