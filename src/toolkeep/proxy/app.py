@@ -42,17 +42,17 @@ GEMINI_UPSTREAM = DEFAULT_UPSTREAMS["gemini"]
 OPENAI_UPSTREAM = DEFAULT_UPSTREAMS["openai"]
 
 PREPARING_THREADS = 2
-LARGE_BODY_BYTES = 1024 * 1024
-"""A body this big or bigger is prepared by threads of its own (:data:`PREPARING_THREADS` of them
-too): one conversation's large request never holds up another's small one."""
-PREPARE_TIMEOUT = 5.0
-"""Seconds a request's preparation may take; after that it is forwarded as it came (fail open)."""
 """How many requests are prepared at once, each in a worker thread: the rest wait their turn.
 Preparing is Python under the GIL, so more threads run no faster; they only take turns with the
 GIL, and many of them take turns at a cost (50 conversations sending back to back: 11.4 ms of
 the proxy's CPU a request with anyio's 40 threads, 7.8 ms with two, and 40 % more requests a
 second). Two, not one: a long request (a big history the proxy has not seen) leaves a thread
 for the others."""
+LARGE_BODY_BYTES = 1024 * 1024
+"""A body this big or bigger is prepared by threads of its own (:data:`PREPARING_THREADS` of them
+too): one conversation's large request never holds up another's small one."""
+PREPARE_TIMEOUT = 5.0
+"""Seconds a request's preparation may take; after that it is forwarded as it came (fail open)."""
 
 _HOP_BY_HOP = frozenset(
     {b"connection", b"keep-alive", b"proxy-connection", b"transfer-encoding", b"te", b"trailer",
