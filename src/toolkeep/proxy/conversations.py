@@ -23,6 +23,7 @@ from typing import Any
 
 from ..config import Config
 from ..conversation_key import conversation_key as first_message_key
+from ..formats import get_format
 from ..policies import build_steps
 from ..session import Session
 from ..shorten import archive_key
@@ -35,9 +36,14 @@ __all__ = ["Conversation", "Conversations", "conversation_key"]
 
 
 def conversation_key(route: str, history: Sequence[Any]) -> str:
-    """The key of the conversation ``history`` belongs to: its route and its first item, as a
-    :class:`~toolkeep.Session` tells its conversations apart."""
-    return _route_key(route, first_message_key(history[0] if history else None))
+    """The key of the conversation ``history`` belongs to: its route and its first item (without
+    the keys its format's clients move), as a :class:`~toolkeep.Session` tells its conversations
+    apart."""
+    return _route_key(route, _first_key(route, history))
+
+
+def _first_key(route: str, history: Sequence[Any]) -> str:
+    return first_message_key(history[0] if history else None, get_format(route).moving_keys)
 
 
 def _route_key(route: str, first: str) -> str:
@@ -102,7 +108,7 @@ class Conversations:
 
     def get(self, route: str, history: Sequence[Any]) -> Conversation:
         """The conversation ``history`` continues, or a new one (expiring idle ones first)."""
-        first = first_message_key(history[0] if history else None)
+        first = _first_key(route, history)
         key = _route_key(route, first)
         now = self.clock()
         dropped: list[Conversation] = []
