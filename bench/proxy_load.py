@@ -79,9 +79,13 @@ WARM_UP = 3
 request costs once (imports, the first connection) is not in them."""
 
 
-def start_upstream() -> tuple[subprocess.Popen[bytes], str]:
+def start_upstream(
+    *args: str, script: Path = REPO / "tests" / "upstream_server.py"
+) -> tuple[subprocess.Popen[bytes], str]:
+    """``python SCRIPT ARGS`` (by default the scripted upstream keeping no request) and the URL it
+    says it listens on."""
     process = subprocess.Popen(
-        [sys.executable, str(REPO / "tests" / "upstream_server.py"), "--no-record"], stderr=subprocess.PIPE
+        [sys.executable, str(script), *(args or ["--no-record"])], stderr=subprocess.PIPE
     )
     assert process.stderr is not None
     line = process.stderr.readline().decode()
@@ -677,17 +681,7 @@ def peers_main(args: argparse.Namespace) -> None:
                 venvs[way], installs[way] = venv, why
     ways = [w for w in ways if w not in skipped]
     folder = Path(tempfile.mkdtemp(prefix="toolkeep-peers-"))
-    upstream = subprocess.Popen(
-        [sys.executable, str(Path(__file__).resolve()), "--serve-upstream", str(folder)],
-        stderr=subprocess.PIPE,
-    )
-    assert upstream.stderr is not None
-    line = upstream.stderr.readline().decode()
-    match = re.match(r"listening on (\S+)", line)
-    if not match:
-        upstream.kill()
-        raise SystemExit(f"the scripted upstream did not start: {line!r}")
-    url = match.group(1)
+    upstream, url = start_upstream("--serve-upstream", str(folder), script=Path(__file__).resolve())
     results: dict[str, dict[str, Any]] = {}
     loads = ("alone", "at once", "saturated")
     load_before = os.getloadavg()

@@ -227,9 +227,8 @@ def sampler(root: Path, pid: int, every: float, samples: list[Sample], stop: thr
     started = time.monotonic()
     while not stop.wait(every):
         try:
-            size, files = disk_bytes(root)
-            samples.append((time.monotonic() - started, size, files, rss_mb(pid)))
-        except OSError:
+            samples.append((time.monotonic() - started, *disk_bytes(root), rss_mb(pid)))
+        except OSError:  # the proxy is gone
             return
 
 
@@ -278,16 +277,10 @@ def main() -> None:
     cap = int(args.cap_mb * 1_000_000)
     helped = subprocess.run([*TOOLKEEP, "proxy", "--help"], capture_output=True, text=True, check=True).stdout
     capped = "--max-disk-bytes" in helped
-    upstream = subprocess.Popen(
-        [sys.executable, str(Path(__file__).resolve()), "--serve-upstream"], stderr=subprocess.PIPE
-    )
-    assert upstream.stderr is not None
-    line = upstream.stderr.readline().decode()
-    found = re.match(r"listening on (\S+)", line)
-    if not found:
-        upstream.kill()
-        raise SystemExit(f"the scripted upstream did not start: {line!r}")
-    upstream_url = found.group(1)
+    sys.path.insert(0, str(HERE))
+    from proxy_load import start_upstream
+
+    upstream, upstream_url = start_upstream("--serve-upstream", script=Path(__file__).resolve())
     outcome: dict[str, Any] = {"requests": 0, "errors": [], "ended": [], "cancelled": 0, "seconds": 0.0}
     samples: list[Sample] = []
     command = ["--anthropic-upstream", upstream_url]
@@ -370,7 +363,7 @@ def report(
         f"as du counts (the whole workspace: {peak_whole / 1e6:.1f} MB, {peak_files:,} files at most), "
         f"sampled every {args.sample:g} s | {'yes' if checks['disk under the cap'] else 'NO'} |",
         f"| RSS flat (at most +{args.rss_growth:.0%}) | median {second:.0f} MB in the second quarter, {last:.0f} MB "
-        f"in the last ({growth:+.1%}); peak {max(rss, default=float('nan')):.0f} MB | "
+        f"in the last ({growth:+.1%}); peak {max(rss, default=float('nan')):.0f} MB; {len(rss)} samples | "
         f"{'yes' if checks['RSS flat'] else 'NO'} |",
         f"| every marker of the last request of the {args.live} live conversations recalls | "
         f"{live_ok:,} of {live_total:,} (older conversations: {older_ok:,} of {older_total:,}) | "
