@@ -21,10 +21,14 @@ shortens, oldest first:
 Every original is archived before its result or input is cut (a store that refuses it leaves it
 whole), the forms carry every way back the policy's form carried, and ``restore_originals``
 recognizes them, so a prepared history sent back comes out the same. Only result texts and call
-inputs change: messages are neither added nor removed, so pairing stays as the policy left it.
+inputs change, and messages are neither added nor removed but where whole turns are archived
+(below), so pairing stays as the policy left it.
 The last user turn (the messages after the last assistant message) and the calls of the last
-assistant message are never touched. When even everything shortened does not fit,
-:class:`~toolkeep.exceptions.RequestTooLargeError` is raised: nothing is returned to send.
+assistant message are never touched. When even everything shortened does not fit, the oldest
+whole turns are archived under one key and replaced by one note (:mod:`toolkeep.turns`: the fold
+takes that step where it runs out of cuts); only when the parts never archived are over the budget
+on their own is :class:`~toolkeep.exceptions.RequestTooLargeError` raised: nothing is returned to
+send.
 
 Where it lives, and why so
 --------------------------
