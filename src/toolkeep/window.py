@@ -87,7 +87,7 @@ from .shortforms.commands import call_kind
 from .shortforms.inputs import cleared_input, input_form, parsed_object
 from .shortforms.previews import lines_summary
 from .steps import StepContext
-from .steps.memo import dumped
+from .steps.memo import FORGETFUL, Memo, dumped
 from .tokens import TokenCounter, default_counter, serialize_message
 from .turns import Archived, extend, spliced, widest
 
@@ -292,12 +292,15 @@ def bound(
     extras: Sequence[Any] = (),
     inputs: Sequence[Any] = (),
     stage_out: list[Any] | None = None,
+    *,
+    memo: Memo | None = None,
 ) -> list[Any]:
     """``out`` (the policy's output, provider form of ``final``) within the budget; ``stage``
     is the output before the policy's last step, message for message (``stage_out``, its
     provider form, when the caller has it). Fills the report's
     ``tokens_before`` and ``tokens_after``; raises :class:`RequestTooLargeError` when it cannot
-    fit. ``inputs`` (the caller's messages) give the input index of each cut in the report."""
+    fit. ``inputs`` (the caller's messages) give the input index of each cut in the report;
+    ``memo`` (a session's) holds the dumps of earlier requests."""
     limit = ctx.config.max_request_tokens
     assert limit is not None
     state = state if state is not None else WindowState()
@@ -309,7 +312,7 @@ def bound(
     if stage is final:
         stage_out = out
     elif stage_out is None or len(stage_out) != len(stage):
-        stage_out = dumped(fmt, stage, ctx.memo)
+        stage_out = dumped(fmt, stage, memo if memo is not None else FORGETFUL)
     measure = state.sums("stage", stage_out, counts)
     sent = state.sums("out", out, counts)
     before = sent[-1] + extra
