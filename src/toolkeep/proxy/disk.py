@@ -288,7 +288,7 @@ class ProxyWorkspace(Workspace):
             return self.saved.get(key)
 
 
-REMEMBERED = 100_000
+REMEMBERED = 20_000
 """How many saved files' names a :class:`ProxyWorkspace` remembers by key."""
 
 
