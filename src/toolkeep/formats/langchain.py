@@ -356,7 +356,13 @@ def _made_text(m: Message, objects: bool) -> Any:
         except ImportError as exc:  # pragma: no cover - objects imply langchain-core is there
             raise FormatError("building a HumanMessage needs pip install 'toolkeep[langchain]'") from exc
         return HumanMessage(content=text)
-    data = {"content": text, "additional_kwargs": {}, "response_metadata": {}, "type": "human", "id": None}
+    data: dict[str, Any] = {
+        "content": text,
+        "additional_kwargs": {},
+        "response_metadata": {},
+        "type": "human",
+        "id": None,
+    }
     return {"type": "human", "data": data}
 
 
