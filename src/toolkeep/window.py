@@ -463,13 +463,15 @@ class _Fold:
         state.stage = list(stage)
 
     def _saved_in(self, start: int, stop: int) -> int:
-        """Tokens the cuts saved in messages ``start`` to ``stop``."""
-        return sum(
-            item.tokens[0] - item.tokens[-1]
-            for items in (self.state.results, self.state.inputs)
-            for item in items
-            if start <= item.message < stop
-        )
+        """Tokens the cuts saved in messages ``start`` to ``stop`` (items are in message order)."""
+        saved = 0
+        for items in (self.state.results, self.state.inputs):
+            for n in range(bisect_left(items, start, key=lambda item: item.message), len(items)):
+                item = items[n]
+                if item.message >= stop:
+                    break
+                saved += item.tokens[0] - item.tokens[-1]
+        return saved
 
     def _collect(self, stage: History, sent: list[Any], start: int, stop: int) -> None:
         """The items of messages ``start`` to ``stop`` (now old enough to be cut), in order."""
