@@ -45,8 +45,9 @@ from .messages import History, Message, ToolResultPart
 from .pricing import CacheExpiry
 from .report import Report
 from .steps import Memo, Plan, Step, StepContext
-from .steps._context import FORGETFUL, dumped
+from .steps.memo import FORGETFUL, dumped
 from .steps.pairing import first_choice_id
+from .turns import unfolded
 from .window import WindowState, bound
 
 __all__ = ["Resolved", "SessionState", "common_prefix", "fingerprint", "run"]
@@ -216,6 +217,10 @@ def run(
     With ``Config.max_request_tokens`` the output ends within it (:mod:`toolkeep.window`);
     ``extras`` (the request's tool definitions and system prompt) count towards it.
     """
+    if ctx.config.max_request_tokens is not None and ctx.store is not None:
+        restored = unfolded(fmt, messages, ctx.lookup)  # archived turns sent back come back whole
+        if restored is not messages:
+            messages, same = restored, 0
     planned = steps[-1].new_plan() if steps else None
     stage = steps[:-1] if planned is not None else steps
     if any(step.new_plan() is not None for step in stage):

@@ -8,15 +8,15 @@ system prompt when they are passed; :mod:`toolkeep.tokens`), and while that is o
 shortens, oldest first:
 
 1. results, to a summary: SPEC's one-line summary followed by the lines an agent is likely to
-   use again (:func:`toolkeep.policies.previews.lines_summary`, about :data:`SUMMARY_CHARS`);
+   use again (:func:`toolkeep.shortforms.previews.lines_summary`, about :data:`SUMMARY_CHARS`);
 2. then results, to a one-line stub: SPEC's summary line alone, ``[Old tool result cleared --
    L lines, S chars, TYPE] <<ccr:KEY>> [full output saved to PATH]``;
-3. then the long strings of old tool-call inputs (:mod:`toolkeep.policies.inputs`);
+3. then the long strings of old tool-call inputs (:mod:`toolkeep.shortforms.inputs`);
 4. then, the last resorts, results cleared to ``[result cleared] <<ccr:KEY>>``
    (:func:`toolkeep.shorten.cleared_form`: 19 o200k tokens where the stub takes about 30 and
    more with a path), and call inputs cleared to their short entries and ``"_cleared":
    "<<ccr:KEY>>"``, the input whole in the archive
-   (:func:`toolkeep.policies.inputs.cleared_input`).
+   (:func:`toolkeep.shortforms.inputs.cleared_input`).
 
 Every original is archived before its result or input is cut (a store that refuses it leaves it
 whole), the forms carry every way back the policy's form carried, and ``restore_originals``
@@ -77,14 +77,15 @@ from .content_type import detect_content_type
 from .exceptions import RequestTooLargeError
 from .formats import Format
 from .messages import History, Message, Part, ToolCallPart, ToolResultPart
-from .policies.commands import call_kind
-from .policies.inputs import cleared_input, input_form, parsed_object
-from .policies.previews import lines_summary
 from .report import Cut
 from .shorten import carried_keys, cleared_form, summary_form
+from .shortforms.commands import call_kind
+from .shortforms.inputs import cleared_input, input_form, parsed_object
+from .shortforms.previews import lines_summary
 from .steps import StepContext
-from .steps._context import dumped
+from .steps.memo import dumped
 from .tokens import TokenCounter, default_counter, serialize_message
+from .turns import Archived, extend, spliced, widest
 
 __all__ = [
     "DEEP_INPUTS",
@@ -153,6 +154,8 @@ class _Checkpoint:
     inputs: int
     saved: int
     eligible: int
+    archived: Archived | None = None
+    """The old turns archived for this request and the ones after it (:mod:`toolkeep.turns`)."""
 
 
 @dataclass(eq=False)
@@ -311,10 +314,12 @@ def bound(
     target = int(limit * (1 - MARGIN)) - extra
     fold.run((limit, fmt.name, extra, ctx.store is None), stage, stage_out, measure, target)
     cuts = state.decided
+    archived = state.checkpoints[-1].archived if state.checkpoints else None
 
     def fitted() -> tuple[list[Any], int]:
         result, changed = _apply(fmt, out, final, cuts, state)
-        return result, before + sum([counts.cut(result[i]) - counts(out[i]) for i in changed])
+        total = before + sum([counts.cut(result[i]) - counts(out[i]) for i in changed])
+        return _archived(fmt, result, final, archived, state, counts, total, extra)
 
     def keep() -> None:
         # the counts are kept for the next request, refused or not: else a session whose
@@ -334,8 +339,13 @@ def bound(
             if total <= limit:
                 break
         else:
-            keep()
-            raise RequestTooLargeError(tokens=before, floor=total, limit=limit, unit=_unit(counter))
+            # the widest span of old turns, for this request only; else what is left is what
+            # is never archived
+            archived = widest(fmt, stage, archived, ctx, counts.text)
+            result, total = fitted()
+            if total > limit:
+                keep()
+                raise RequestTooLargeError(tokens=before, floor=total, limit=limit, unit=_unit(counter))
     where = state.locate(inputs) if cuts else {}
     report, rebuilt = ctx.report, state.rebuilt
     reason = f"request budget: {before:,} {_unit(counter)} over max_request_tokens {limit:,}"
@@ -355,6 +365,30 @@ def bound(
     ctx.report.tokens_after = total
     keep()
     return result
+
+
+def _archived(
+    fmt: Format,
+    result: list[Any],
+    final: History,
+    archived: Archived | None,
+    state: WindowState,
+    counts: _Counts,
+    total: int,
+    extra: int,
+) -> tuple[list[Any], int]:
+    """``result`` (with its ``total`` tokens) with the archived turns replaced by their note."""
+    if archived is None:
+        return result, total
+    s, e = archived.start, archived.end
+    if fmt.rules.per_message:
+        gone = sum([counts.cut(result[i]) for i in range(s, e)])
+        return spliced(fmt, result, final, archived), total - gone + archived.tokens
+    history = [
+        entry[2] if (entry := state.rebuilt.get(id(m))) is not None and entry[0] is m else m for m in final
+    ]
+    new = spliced(fmt, result, history, archived)
+    return new, extra + sum([counts.cut(m) for m in new])
 
 
 def _unit(counter: TokenCounter) -> str:
@@ -388,6 +422,7 @@ class _Fold:
         ):
             checkpoints.pop()
         last = checkpoints[-1] if checkpoints else _Checkpoint(-1, (0,) * len(_cuts(state)), 0, 0, 0, 0)
+        archived = last.archived
         if undone is not None and undone != last.marks:
             _undo(state, last.marks, undone)
         del state.results[last.results :], state.inputs[last.inputs :]
@@ -406,14 +441,28 @@ class _Fold:
             total = prefix[b] - saved
             while total > target:
                 step = self._advance(marks)
-                if step is None:
+                if step is None:  # every cut taken: the oldest whole turns go (toolkeep.turns)
+                    archived, step = extend(
+                        self.fmt, stage, prefix, archived, newest, total, target, self._saved_in, self.ctx,
+                        self.counts.text,
+                    )  # fmt: skip
+                    saved += step
                     break
                 total -= step
                 saved += step
             checkpoints.append(
-                _Checkpoint(b, tuple(marks), len(state.results), len(state.inputs), saved, eligible)
+                _Checkpoint(b, tuple(marks), len(state.results), len(state.inputs), saved, eligible, archived)
             )
         state.stage = list(stage)
+
+    def _saved_in(self, start: int, stop: int) -> int:
+        """Tokens the cuts saved in messages ``start`` to ``stop``."""
+        return sum(
+            item.tokens[0] - item.tokens[-1]
+            for items in (self.state.results, self.state.inputs)
+            for item in items
+            if start <= item.message < stop
+        )
 
     def _collect(self, stage: History, sent: list[Any], start: int, stop: int) -> None:
         """The items of messages ``start`` to ``stop`` (now old enough to be cut), in order."""

@@ -9,13 +9,17 @@ import click
 
 from ..config import Config
 from ._app import InputError, cli
+from ._configfile import config_file_option
 from ._settings import config_options
+from ._team import Team, team_options
 
 _HINT = "toolkeep proxy needs Starlette, uvicorn and httpx: pip install 'toolkeep[proxy]'"
 
 
 @cli.command()
+@config_file_option
 @config_options
+@team_options
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option(
     "--port", type=click.IntRange(0, 65535), default=8787, show_default=True, help="Port (0: any free one)."
@@ -117,6 +121,7 @@ def proxy(
     allow_origins: tuple[str, ...],
     client_token: str | None,
     config: Config,
+    team: Team,
 ) -> None:
     """Serve the Anthropic Messages, OpenAI Chat Completions / Responses and Gemini
     generateContent APIs, preparing each request's history and passing everything else through
@@ -140,7 +145,15 @@ def proxy(
         listen(host, port).close()  # a busy port or a bad host: one line, before any work
     except ListenError as exc:
         raise InputError(str(exc)) from None
-    preparer = make_preparer(config, workspace, store_url, remote_agents=remote_agents)
+    preparer = make_preparer(
+        config,
+        workspace,
+        store_url,
+        remote_agents=remote_agents,
+        log_json=team.open_log(),
+        max_disk_bytes=team.max_disk_bytes,
+        max_age_days=team.max_age_days,
+    )
     upstreams = Upstreams(anthropic=anthropic_upstream, openai=openai_upstream, gemini=gemini_upstream)
     app = create_app(preparer, upstreams, prepare_timeout=prepare_timeout)
     guarded = Guard(

@@ -12,6 +12,7 @@ from ..exceptions import StoreNotFoundError, ToolkeepError
 from ..stores import ArchiveStore, FileStore, open_store
 from ..userdirs import USER_STORE_LIMITS, user_cache_dir, user_store_url
 from ._app import cli
+from ._team import disk_options
 
 __all__ = ["open_cli_store", "open_user_store", "store_options"]
 
@@ -128,12 +129,50 @@ def _shown(name: str, value: object) -> str:
 
 @store.command()
 @store_options
-def gc(store_url: str | None, workspace: str | None) -> None:
-    """Delete expired originals and evict down to the store's caps (set in the URL's query)."""
+@click.option(
+    "--proxy",
+    "proxy_folder",
+    is_flag=True,
+    help="Collect a proxy's folder (--workspace DIR, else the default proxy workspace): its saved "
+    "results and archive, under --max-disk-bytes and --max-age-days, keeping what a running "
+    "proxy's live conversations name.",
+)
+@disk_options
+def gc(
+    store_url: str | None,
+    workspace: str | None,
+    proxy_folder: bool,
+    max_disk_bytes: int | None,
+    max_age_days: float | None,
+) -> None:
+    """Delete expired originals and evict down to the store's caps (set in the URL's query);
+    with --proxy, a proxy's folder down to its disk caps."""
+    if proxy_folder:
+        _gc_proxy(store_url, workspace, max_disk_bytes, max_age_days)
+        return
     with open_cli_store(store_url, workspace) as archive:
         result = archive.gc()
         left = archive.stats()
     click.echo(
         f"removed {result.expired:,} expired, evicted {result.evicted:,}; "
         f"{left.entries:,} originals ({left.bytes:,} bytes) left"
+    )
+
+
+def _gc_proxy(
+    store_url: str | None, workspace: str | None, max_bytes: int | None, max_days: float | None
+) -> None:
+    from ..proxy.disk import DiskCap
+    from ..userdirs import user_cache_dir
+
+    if store_url:
+        raise click.UsageError("--proxy collects a proxy's folder: name it with --workspace DIR, not --store")
+    folder = Path(workspace) if workspace else user_cache_dir() / "proxy"
+    if not (folder / "archive").is_dir() and not (folder / "tool-results").is_dir():
+        raise click.ClickException(f"{folder} holds no proxy's files (no archive/ or tool-results/)")
+    disk = DiskCap(folder, None, max_bytes=max_bytes, max_age=None if max_days is None else max_days * 86_400)
+    done = disk.collect()
+    click.echo(
+        f"removed {done.removed_files:,} files ({done.removed_bytes:,} bytes); kept {done.pinned:,} "
+        f"that live conversations name; {done.files:,} files ({done.bytes:,} bytes) left"
     )

@@ -38,13 +38,13 @@ from ..config import Config, Economy
 from ..formats import text_chars
 from ..messages import History, Part, ToolCallPart, ToolResultPart
 from ..pricing import resolve_pricing
+from ..shortforms.commands import Kind, call_kind, call_target
+from ..shortforms.inputs import RestoreInputs, parsed_object
+from ..shortforms.previews import names_of
 from ..steps import Microcompactor, Step, StepContext
 from .accounting import FoldState, Item, account, allowance, grow_chars
-from .commands import Kind, call_kind, call_target
 from .cost import CostModel
 from .forms import Forms
-from .inputs import RestoreInputs, parsed_object
-from .previews import names_of
 from .spec import spec_steps
 
 __all__ = ["EconomyCompactor", "EconomyPlan", "economy_steps"]
@@ -277,7 +277,9 @@ class EconomyPlan:
         e = self.economy
         if item.kind is None:
             return e.inputs and self.forms.size(item, 2, ctx) < self.forms.size(item, 0, ctx)
-        return len(item.obj.full_text) > e.min_chars  # type: ignore[union-attr]
+        # small results keep their text: only the request budget, as a last resort, cuts them
+        least = ctx.config.compact_min_chars if e.min_chars is None else e.min_chars
+        return len(item.obj.full_text) > least  # type: ignore[union-attr]
 
     def _items(
         self,

@@ -14,14 +14,17 @@ Needs the ``proxy`` extra: ``pip install 'toolkeep[proxy]'`` (Starlette, uvicorn
 
 from __future__ import annotations
 
+import atexit
 from pathlib import Path
+from typing import IO
 
 from ..config import Config
 from ..stores import ArchiveStore, open_store, store_for_config
 from ..userdirs import user_cache_dir
-from ..workspace import Workspace
 from .conversations import Conversations
+from .disk import DEFAULT_MAX_AGE_DAYS, DEFAULT_MAX_BYTES, DiskCap, ProxyWorkspace
 from .prepare import Outcome, Preparer
+from .stats import stats_backend
 
 __all__ = ["Conversations", "Outcome", "Preparer", "default_workspace", "make_preparer"]
 
@@ -39,15 +42,31 @@ def make_preparer(
     store: str | ArchiveStore | None = None,
     *,
     remote_agents: bool = False,
+    log_json: IO[str] | None = None,
+    max_disk_bytes: int | None = DEFAULT_MAX_BYTES,
+    max_age_days: float | None = DEFAULT_MAX_AGE_DAYS,
 ) -> Preparer:
     """The preparer of a proxy: its workspace (kept), its store (``store`` or the config's, else
     the workspace's archive) and its table of conversations; ``remote_agents``: the agents cannot
-    read the proxy's files, so shortened results name only tools (see :mod:`.files`)."""
-    ws = Workspace(workspace if workspace is not None else default_workspace(), keep=True)
+    read the proxy's files, so shortened results name only tools (see :mod:`.files`);
+    ``log_json``: where one JSON line per request goes (:mod:`.observe`); ``max_disk_bytes``
+    and ``max_age_days``: the caps on its saved results and archive (:mod:`.disk`, ``None``: no
+    cap), collected once here."""
+    from .observe import Observer  # (Starlette: the proxy extra)
+
+    ws = ProxyWorkspace(workspace if workspace is not None else default_workspace(), keep=True)
     if isinstance(store, str):
         archive: ArchiveStore = open_store(store)
     elif store is not None:
         archive = store
     else:
         archive = store_for_config(config, ws.archive_dir)
-    return Preparer(Conversations(config, ws, archive, remote_agents=remote_agents))
+    ws.store = archive
+    max_age = None if max_age_days is None else max_age_days * 86_400
+    ws.disk = DiskCap(ws.path, archive, max_bytes=max_disk_bytes, max_age=max_age)
+    ws.disk.collect()
+    atexit.register(ws.disk.remove_pins)
+    table = Conversations(config, ws, archive, remote_agents=remote_agents)
+    preparer = Preparer(table)
+    preparer.observer = Observer(table, stats_backend(archive, ws.path), log_json=log_json)
+    return preparer

@@ -23,13 +23,14 @@ import anyio
 import httpx
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, JSONResponse, Response
+from starlette.responses import HTMLResponse, Response
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from ..mcp_server import create_http_endpoint
 from ..recall import MCP_PATH
 from .guard import provider_error
+from .observe import observer_for
 from .prepare import Outcome, Preparer
 from .routes import DEFAULT_UPSTREAMS, prepared_route, provider_for
 
@@ -96,6 +97,7 @@ def create_app(
     )
 
     preparing = anyio.CapacityLimiter(PREPARING_THREADS)
+    observer = observer_for(preparer)  # /metrics, /toolkeep/stats, --log-json
     preparing_large = anyio.CapacityLimiter(PREPARING_THREADS)
     stopping = _Stopping()
 
@@ -133,9 +135,6 @@ def create_app(
             else "the proxy is stopping"
         )
         return Outcome(body, error=why)
-
-    async def stats(request: Request) -> Response:
-        return JSONResponse(preparer.totals.to_dict(preparer.conversations))
 
     async def conversations(request: Request) -> Response:
         return HTMLResponse(preparer.records.index())
@@ -179,11 +178,15 @@ def create_app(
         # that one is not waited for long (the store's writes are atomic)
         with anyio.move_on_after(2.0):
             await anyio.to_thread.run_sync(preparer.conversations.close, abandon_on_cancel=True)
+        with anyio.move_on_after(5.0):
+            await anyio.to_thread.run_sync(
+                observer.close, abandon_on_cancel=True
+            )  # the statistics left are written
         if owned:
             await http.aclose()
 
     routes = [
-        Route("/toolkeep/stats", stats, methods=["GET"]),
+        *observer.routes(),
         *mcp.routes(MCP_PATH),  # the way back for agents anywhere; never forwarded
         Route("/toolkeep/", conversations, methods=["GET"]),  # the inspector (toolkeep.inspector.live)
         Route("/toolkeep/c/{key}", conversation, methods=["GET"]),
@@ -312,12 +315,16 @@ class Forwarded(Response):
         o = self.outcome
         f = o.figures if o is not None else None
         ms = (time.perf_counter() - self.started) * 1_000
+        path = self.request.url.path
+        observer_for(self.preparer).done(
+            self.request.method, path, o, self.status_code, self.end, self.sent, ms
+        )
         what = ""
         if o is not None and f is not None and o.prepared:
             what = (
                 f" conversation {o.conversation[:8] if o.conversation else '-'}"
-                f" tokens {f.tokens_before:,} -> {f.tokens_after:,} repairs {f.repairs} cuts {f.cuts}"
-                f" cost {f.cost_unmanaged:,.0f} -> {f.cost_managed:,.0f}"
+                f" size {f.tokens_before:,} -> {f.tokens_after:,} chars/4 repairs {f.repairs} cuts {f.cuts}"
+                f" cost {f.cost_unmanaged:,.0f} -> {f.cost_managed:,.0f} base-price tokens (cache-aware)"
             )
         elif o is not None:
             what = " forwarded unchanged"

@@ -95,7 +95,8 @@ class Conversations:
         """Conversations begun (a conversation that expired and came back counts again)."""
         self._table: OrderedDict[str, Conversation] = OrderedDict()
         self._lock = threading.Lock()
-        self._min_chars = min(config.compact_min_chars, config.economy.min_chars)
+        own = config.economy.min_chars  # None: the config's threshold
+        self._min_chars = config.compact_min_chars if own is None else min(config.compact_min_chars, own)
         steps = build_steps(config)
         self.timeline: Timeline | None = (
             Timeline(store, wall_clock) if steps and steps[-1].new_plan() is not None else None

@@ -15,9 +15,11 @@ from __future__ import annotations
 import json
 import re
 import threading
+import time
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..costs import request_cost, request_segments, serialize_message
 from ..formats import get_format
@@ -28,6 +30,9 @@ from ..requests import read_request, system_text
 from ..tokens import TokenCounter, get_counter
 from .conversations import Conversations
 from .files import keep_last_turn, name_ways_back, request_way
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .observe import Observer
 
 __all__ = ["Figures", "Outcome", "Preparer", "Totals"]
 
@@ -55,14 +60,18 @@ class Figures:
     cuts: int = 0
     cost_unmanaged: float = 0.0
     cost_managed: float = 0.0
+    cache_read: int = 0
+    """Tokens of what the proxy sent read from the provider's cache (estimated)."""
+    cache_write: int = 0
+    """Tokens of what the proxy sent written to the cache, or sent uncached (estimated)."""
+    dollars_unmanaged: float = 0.0
+    dollars_managed: float = 0.0
+    store_errors: int = 0
+    """Archive writes and reads that failed while preparing."""
 
     def add(self, other: Figures) -> None:
-        self.tokens_before += other.tokens_before
-        self.tokens_after += other.tokens_after
-        self.repairs += other.repairs
-        self.cuts += other.cuts
-        self.cost_unmanaged += other.cost_unmanaged
-        self.cost_managed += other.cost_managed
+        for name, value in vars(other).items():
+            setattr(self, name, getattr(self, name) + value)
 
 
 @dataclass
@@ -75,6 +84,14 @@ class Outcome:
     figures: Figures = field(default_factory=Figures)
     error: str | None = None
     """Why the body went out unchanged (fail open), or ``None``."""
+    route: str | None = None
+    """The history format it was prepared as."""
+    tiers: dict[str, int] = field(default_factory=dict)
+    """How many results moved to each shorter form (by the report's cut kinds)."""
+    repair_kinds: dict[str, int] = field(default_factory=dict)
+    """How many repairs of each kind were made."""
+    prepare_seconds: float = 0.0
+    """How long preparing took (in its worker thread)."""
 
     @property
     def prepared(self) -> bool:
@@ -155,15 +172,21 @@ class Preparer:
         self._prices: dict[str, Pricing] = {}
         self.records = LiveRecords(conversations.config.policy, _COUNTER.unit)
         """Each conversation's requests, for the inspector's pages (``GET /toolkeep/``)."""
+        self.observer: Observer | None = None
+        """Its metrics, statistics and JSON log (:mod:`.observe`; the app makes one if unset)."""
 
     def prepare(self, route: str, body: bytes, mcp_url: str | None = None) -> Outcome:
         """The body to send upstream for ``body``, never raising (see the module docstring);
         ``mcp_url`` is the proxy's MCP server as the client reaches it (named by agents that
         cannot read the proxy's files and have no recall tool yet)."""
+        started = time.perf_counter()
         try:
-            return self._prepare(route, body, mcp_url)
+            outcome = self._prepare(route, body, mcp_url)
         except Exception as exc:  # fail open, whatever went wrong (RecursionError too): the line says what
-            return Outcome(body, error=_reason(exc))
+            outcome = Outcome(body, error=_reason(exc))
+        outcome.route = route
+        outcome.prepare_seconds = time.perf_counter() - started
+        return outcome
 
     def _prepare(self, route: str, body: bytes, mcp_url: str | None) -> Outcome:
         past: list[Number] = []
@@ -263,7 +286,14 @@ class Preparer:
                 len(report.cuts),
                 unmanaged.cost,
                 managed.cost,
+                managed.cached_tokens,
+                managed.tokens - managed.cached_tokens,
+                sum(unmanaged.dollars),
+                sum(managed.dollars),
+                len(report.save_errors),
             ),
+            tiers=dict(Counter(cut.kind for cut in report.cuts)),
+            repair_kinds={kind: n for kind, n in report.repair_counts().items() if n},
         )
 
     def _pricing(self, route: str) -> Pricing:

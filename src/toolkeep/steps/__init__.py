@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 from ._context import (
-    MISSING,
     FunctionStep,
-    Memo,
     Plan,
     ResultSlot,
     Step,
@@ -17,6 +15,7 @@ from ._context import (
 )
 from .budget import ResultBudget
 from .caps import ToolCaps
+from .memo import MISSING, Memo
 from .microcompact import Microcompactor
 from .originals import restore_originals
 from .pairing import MISSING_RESULT_TEXT, repair_pairing, synthetic_result

@@ -21,7 +21,8 @@ from ..shorten import (
     format_size,
     line_count,
 )
-from ._context import MISSING, StepContext, block_local, iter_results, replace_results
+from ._context import StepContext, block_local, iter_results, replace_results
+from .memo import MISSING
 
 __all__ = ["restore_originals"]
 

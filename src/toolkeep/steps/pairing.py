@@ -22,7 +22,8 @@ from dataclasses import dataclass, replace
 
 from ..formats import CONTINUE_TEXT, Format, blank_text
 from ..messages import History, Message, Part, TextPart, ToolCallPart, ToolResultPart
-from ._context import FORGETFUL, MISSING, FunctionStep, Step, StepContext
+from ._context import FunctionStep, Step, StepContext
+from .memo import FORGETFUL, MISSING
 
 __all__ = ["MISSING_RESULT_TEXT", "first_choice_id", "repair_pairing", "survives_pruning", "synthetic_result"]
 

@@ -25,7 +25,7 @@ from ..shorten import CCR_MARKER_RE, marker
 from ..steps import Step, StepContext
 from ..tokens import serialize_message
 
-__all__ = ["CLEARED_ENTRY", "RestoreInputs", "cleared_input", "input_form", "parsed_object"]
+__all__ = ["CLEARED_ENTRY", "MAX_DEPTH", "RestoreInputs", "cleared_input", "input_form", "parsed_object"]
 
 _OMITTED = " chars omitted from old tool call input ...]"
 _OMITTED_TAIL = re.compile(r"\n\[\.\.\. (\d+)" + re.escape(_OMITTED) + r" <<ccr:([0-9a-f]{16})>>\Z")
