@@ -79,9 +79,13 @@ WARM_UP = 3
 request costs once (imports, the first connection) is not in them."""
 
 
-def start_upstream() -> tuple[subprocess.Popen[bytes], str]:
+def start_upstream(
+    *args: str, script: Path = REPO / "tests" / "upstream_server.py"
+) -> tuple[subprocess.Popen[bytes], str]:
+    """``python SCRIPT ARGS`` (by default the scripted upstream keeping no request) and the URL it
+    says it listens on."""
     process = subprocess.Popen(
-        [sys.executable, str(REPO / "tests" / "upstream_server.py"), "--no-record"], stderr=subprocess.PIPE
+        [sys.executable, str(script), *(args or ["--no-record"])], stderr=subprocess.PIPE
     )
     assert process.stderr is not None
     line = process.stderr.readline().decode()
@@ -677,17 +681,7 @@ def peers_main(args: argparse.Namespace) -> None:
                 venvs[way], installs[way] = venv, why
     ways = [w for w in ways if w not in skipped]
     folder = Path(tempfile.mkdtemp(prefix="toolkeep-peers-"))
-    upstream = subprocess.Popen(
-        [sys.executable, str(Path(__file__).resolve()), "--serve-upstream", str(folder)],
-        stderr=subprocess.PIPE,
-    )
-    assert upstream.stderr is not None
-    line = upstream.stderr.readline().decode()
-    match = re.match(r"listening on (\S+)", line)
-    if not match:
-        upstream.kill()
-        raise SystemExit(f"the scripted upstream did not start: {line!r}")
-    url = match.group(1)
+    upstream, url = start_upstream("--serve-upstream", str(folder), script=Path(__file__).resolve())
     results: dict[str, dict[str, Any]] = {}
     loads = ("alone", "at once", "saturated")
     load_before = os.getloadavg()
@@ -700,6 +694,7 @@ def peers_main(args: argparse.Namespace) -> None:
                     asyncio.run(replay_conversations(peer.url, warm, 1, 0.0, time.monotonic() + 60, False))
                     cpu0 = tree_cpu_seconds(peer.pid) if peer.pid else 0.0
                     r: dict[str, Any] = {"command": peer.command, "version": peer.version}
+                    r["load"] = [os.getloadavg()[0]]
                     for load in loads:
                         httpx.get(f"{url}/_bench/record/{way}-{load.replace(' ', '-')}")
                         tag = {"alone": "a", "at once": "b", "saturated": "s"}[load]
@@ -718,6 +713,7 @@ def peers_main(args: argparse.Namespace) -> None:
                                 peer.url, phase_plan, args.at_once, 0.0, time.monotonic() + args.saturation_seconds, True))  # fmt: skip
                         r[load] = got
                     httpx.get(f"{url}/_bench/record/idle")
+                    r["load"].append(os.getloadavg()[0])
                     if peer.pid:
                         r["cpu"] = tree_cpu_seconds(peer.pid) - cpu0
                         r["rss"] = tree_peak_rss_mb(peer.pid)
@@ -792,6 +788,8 @@ def write_peers(
          lambda r: f"{r['broken']} of {r['upstream']:,}"),
         ("of them, in the one-conversation load", lambda r: f"{r['broken alone']} of {r['sent alone']:,}"),
         ("errors (all loads)", lambda r: str(sum(len(r[load][1]) for load in ('alone', 'at once', 'saturated')))),
+        ("machine's load average (1 min), before -> after the way's loads",
+         lambda r: f"{r['load'][0]:.1f} -> {r['load'][1]:.1f}"),
     ]  # fmt: skip
     names = {"direct": "direct", "toolkeep": "toolkeep", "headroom": "Headroom", "litellm": "LiteLLM"}
     table = [
@@ -830,7 +828,10 @@ def write_peers(
         "(toolkeep.costs, default prices, o200k tokens, tool definitions counted) of the requests the "
         "upstream received in the one-conversation load, each after the one before it in its "
         "conversation, over direct's. Broken: upstream request bodies that are not valid UTF-8 JSON or "
-        "whose history `toolkeep.requests.validate_request` finds a breach of the provider's rules in.",
+        "whose history `toolkeep.requests.validate_request` finds a breach of the provider's rules in. "
+        "The ways run one after the other (direct first); the last row gives the machine's load "
+        "average around each, since other work on a shared machine weighs on every time and "
+        "throughput figure (not on CPU per request, cost or validity).",
         "",
         *table,
         "",

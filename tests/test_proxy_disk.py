@@ -17,9 +17,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from toolkeep.proxy.disk import DiskCap, ProxyWorkspace
+from toolkeep.proxy.disk import DiskCap, ProxyArchive, ProxyWorkspace
 from toolkeep.shorten import archive_key
-from toolkeep.stores import FileStore
+from toolkeep.stores import FileStore, Limits
 
 httpx = pytest.importorskip("httpx", reason="the proxy extra is not installed: pip install 'toolkeep[proxy]'")
 pytest.importorskip("starlette", reason="the proxy extra is not installed: pip install 'toolkeep[proxy]'")
@@ -67,13 +67,13 @@ def workspace_with(
     """A proxy workspace holding ``count`` saved results of ``size`` chars, the i-th last used at
     ``now - 1000 + i`` (so the first is the least recently used); its store's clock says ``now``."""
     ws = ProxyWorkspace(tmp, keep=True)
-    store = FileStore(ws.archive_dir, clock=lambda: now)
-    ws.store = store
+    store = ProxyArchive(ws, clock=lambda: now)
     keys = []
     for i in range(count):
         text = f"result {i}\n" + "x" * size
-        path = ws.persist(f"toolu_{i}", text)
+        path = ws.persist(f"toolu_{i}", text)  # saved as it enters
         key = archive_key(text)
+        store.put(key, text)  # archived as it is shortened
         keys.append(key)
         for file in (path, ws.archive_dir / f"{key}.txt"):
             os.utime(file, (now - 1000 + i, now - 1000 + i))
@@ -95,23 +95,30 @@ def test_a_saved_result_is_written_once_a_hard_link_to_its_original(tmp_path: Pa
     assert files == 6 and size < 3 * 2 * 20_000  # three texts, not six
 
 
-def test_a_store_elsewhere_gets_no_link_and_the_file_is_still_written(tmp_path: Path) -> None:
+def test_an_original_never_saved_or_under_store_caps_is_written_as_any_store_writes(tmp_path: Path) -> None:
     ws = ProxyWorkspace(tmp_path / "ws", keep=True)
-    ws.store = FileStore(tmp_path / "elsewhere")
     path = ws.persist("toolu_1", "y" * 5_000)
-    assert path.read_text() == "y" * 5_000 and path.stat().st_nlink == 1
+    ProxyArchive(ws).put(archive_key("z" * 5_000), "z" * 5_000)  # no saved file of that text
+    assert (ws.archive_dir / f"{archive_key('z' * 5_000)}.txt").stat().st_nlink == 1
+    capped = ProxyArchive(ws, limits=Limits(max_bytes=1 << 20))  # its own caps count its own bytes
+    capped.put(archive_key("y" * 5_000), "y" * 5_000)
+    assert path.stat().st_nlink == 1 and capped.get(archive_key("y" * 5_000)) == "y" * 5_000
 
 
 def test_the_proxy_writes_each_result_once(upstream: ScriptedUpstream, tmp_path: Path) -> None:
-    with ProxyProcess("--anthropic-upstream", upstream.url, "--workspace", str(tmp_path)) as proxy:
+    args = ["--anthropic-upstream", upstream.url, "--workspace", str(tmp_path), "--policy", "spec"]
+    with ProxyProcess(*args) as proxy:
         history = read_history(6)
         for n in range(1, 7):
             httpx.post(f"{proxy.url}/v1/messages", json={"model": "echo", "messages": history[: 1 + 2 * n]})
-    saved = list((tmp_path / "tool-results").glob("*.txt"))
-    assert len(saved) == 6
-    for file in saved:
-        key = file.name.rsplit("_", 1)[1].removesuffix(".txt")
-        assert os.path.samefile(file, tmp_path / "archive" / f"{key}.txt")
+        sent = [r for r in upstream.requests() if r["path"] == "/v1/messages"][-1]["body"]
+    saved = {
+        f.name.rsplit("_", 1)[1].removesuffix(".txt"): f for f in (tmp_path / "tool-results").glob("*.txt")
+    }
+    shortened = set(MARKER.findall(sent))
+    assert len(saved) == 6 and shortened and shortened <= set(saved)
+    for key in shortened:  # the original of each shortened result is its saved file, linked
+        assert os.path.samefile(saved[key], tmp_path / "archive" / f"{key}.txt")
 
 
 # -- the caps ------------------------------------------------------------------------------------
@@ -179,13 +186,13 @@ def test_a_collection_keeps_pins_and_goes_least_recently_used_first(
 ) -> None:
     tmp = tmp_path_factory.mktemp("cap")
     ws = ProxyWorkspace(tmp, keep=True)
-    store = FileStore(ws.archive_dir)
-    ws.store = store
+    store = ProxyArchive(ws)
     keys = []
     for i, ago in enumerate(uses):
         text = f"{i}\n" + "z" * 9_000
         path = ws.persist(f"toolu_{i}", text)
         keys.append(archive_key(text))
+        store.put(keys[-1], text)
         for file in (path, ws.archive_dir / f"{keys[-1]}.txt"):
             os.utime(file, (NOW - 20 - ago, NOW - 20 - ago))
     store.pin("live", [keys[i] for i in pinned if i < len(keys)])

@@ -447,16 +447,17 @@ class TestClearedInput:
 
 
 class TestBench:
-    def test_floor_breakdown_adds_up_to_the_request(self, tmp_path: Path) -> None:
-        """bench/window.py's breakdown of a floor: every token of the request in one category,
-        the budget's forms among them, on a request cut to its floor."""
-        from bench.window import breakdown, floor_request
+    def test_window_bench_checks_every_request(self) -> None:
+        """bench/window.py's replay on a session that needs old turns archived: every request
+        fits and is valid, every marker and the note's key recall byte-exact, the span grows."""
+        from bench.window import replay, table
 
-        history = session_history(10, size=6_000, write=4_000, tool="Bash")
-        with pytest.raises(toolkeep.RequestTooLargeError) as caught:
-            prepare(toolkeep.Config(max_request_tokens=1_000), history, tmp_path)
-        out = floor_request(history, caught.value.floor, "default")
-        parts = breakdown(out, history)
-        assert sum(parts.values()) == request_tokens(out) == caught.value.floor
-        assert parts["results, cleared"] > 0 and parts["call inputs, cut"] > 0
-        assert parts["last user turn"] > parts["envelopes"] > 0
+        history = session_history(40, size=6_000, write=2_000, tool="Bash")
+        run = replay(history, toolkeep.Config(max_request_tokens=6_000))
+        plain = replay(history, toolkeep.Config())
+        assert len(run.sent) == run.requests == len(history) // 2 and not run.refused
+        assert max(run.sent) <= 6_000 and run.invalid == run.miscounted == run.shrank == 0
+        assert run.keys > 0 and run.unrecalled == 0
+        assert run.spans > 1 and run.turns_checked == run.spans and run.turns_unrecalled == 0
+        assert run.cost < plain.cost
+        assert "| 6,000 | 40 of 40 |" in table([run], plain)

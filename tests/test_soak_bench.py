@@ -26,7 +26,10 @@ def test_a_short_soak_recalls_every_live_marker_and_sends_nothing_invalid(tmp_pa
         capture_output=True, text=True, timeout=600, cwd=tmp_path, check=False,
     )  # fmt: skip
     out = done.stdout
-    rows = dict(re.findall(r"^\| ([^|]+?) \| [^|]+ \| (yes|NO) \|$", out, re.M))
+    assert "Traceback" not in done.stderr, done.stderr[-3000:]
+    samples = re.search(r"; (\d+) samples \|", out)
+    assert samples and int(samples[1]) >= 3, out  # sampled while it ran, not only at the end
+    rows = dict(re.findall(r"^\| ([^|]+?) \| [^|]+ \| (yes|NO|n/a) \|$", out, re.M))
     assert len(rows) == 5, out + done.stderr[-3000:]
     live = re.search(r"\| (\d+) of (\d+) \(older conversations: (\d+) of (\d+)\)", out)
     assert live and live[1] == live[2] and int(live[2]) > 0, out

@@ -221,8 +221,9 @@ class TestProperties:
         fmt, history = case
         config = toolkeep.Config(policy=policy, max_request_tokens=limit)
         outs = []
+        ws = tmp_path_factory.mktemp("ws")
         for _ in range(2):
-            with toolkeep.Session(config, workspace=tmp_path_factory.mktemp("ws")) as session:
+            with toolkeep.Session(config, workspace=ws) as session:
                 try:
                     outs.append(text(session.prepare(history, format=fmt)[0]))
                 except toolkeep.RequestTooLargeError as error:

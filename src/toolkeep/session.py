@@ -399,7 +399,7 @@ class Session(Closing):
             recorded: dict[str, str] = {}
             ctx = StepContext(
                 fmt, self.config, self.workspace, Recording(self._writes, recorded), report,
-                memo=state.memo, expiry=state.expiry,
+                expiry=state.expiry,
             )  # fmt: skip
             try:
                 prepared = Prepared(

@@ -21,10 +21,14 @@ shortens, oldest first:
 Every original is archived before its result or input is cut (a store that refuses it leaves it
 whole), the forms carry every way back the policy's form carried, and ``restore_originals``
 recognizes them, so a prepared history sent back comes out the same. Only result texts and call
-inputs change: messages are neither added nor removed, so pairing stays as the policy left it.
+inputs change, and messages are neither added nor removed but where whole turns are archived
+(below), so pairing stays as the policy left it.
 The last user turn (the messages after the last assistant message) and the calls of the last
-assistant message are never touched. When even everything shortened does not fit,
-:class:`~toolkeep.exceptions.RequestTooLargeError` is raised: nothing is returned to send.
+assistant message are never touched. When even everything shortened does not fit, the oldest
+whole turns are archived under one key and replaced by one note (:mod:`toolkeep.turns`: the fold
+takes that step where it runs out of cuts); only when the parts never archived are over the budget
+on their own is :class:`~toolkeep.exceptions.RequestTooLargeError` raised: nothing is returned to
+send.
 
 Where it lives, and why so
 --------------------------
@@ -83,7 +87,7 @@ from .shortforms.commands import call_kind
 from .shortforms.inputs import cleared_input, input_form, parsed_object
 from .shortforms.previews import lines_summary
 from .steps import StepContext
-from .steps.memo import dumped
+from .steps.memo import FORGETFUL, Memo, dumped
 from .tokens import TokenCounter, default_counter, serialize_message
 from .turns import Archived, extend, spliced, widest
 
@@ -288,12 +292,15 @@ def bound(
     extras: Sequence[Any] = (),
     inputs: Sequence[Any] = (),
     stage_out: list[Any] | None = None,
+    *,
+    memo: Memo | None = None,
 ) -> list[Any]:
     """``out`` (the policy's output, provider form of ``final``) within the budget; ``stage``
     is the output before the policy's last step, message for message (``stage_out``, its
     provider form, when the caller has it). Fills the report's
     ``tokens_before`` and ``tokens_after``; raises :class:`RequestTooLargeError` when it cannot
-    fit. ``inputs`` (the caller's messages) give the input index of each cut in the report."""
+    fit. ``inputs`` (the caller's messages) give the input index of each cut in the report;
+    ``memo`` (a session's) holds the dumps of earlier requests."""
     limit = ctx.config.max_request_tokens
     assert limit is not None
     state = state if state is not None else WindowState()
@@ -305,7 +312,7 @@ def bound(
     if stage is final:
         stage_out = out
     elif stage_out is None or len(stage_out) != len(stage):
-        stage_out = dumped(fmt, stage, ctx.memo)
+        stage_out = dumped(fmt, stage, memo if memo is not None else FORGETFUL)
     measure = state.sums("stage", stage_out, counts)
     sent = state.sums("out", out, counts)
     before = sent[-1] + extra

@@ -87,6 +87,7 @@ def config_file_option(command: Callable[..., Any]) -> Callable[..., Any]:
     option = click.option(
         "--config",
         "config_file",
+        type=click.Path(exists=True, dir_okay=False),
         metavar="FILE",
         is_eager=True,
         expose_value=False,

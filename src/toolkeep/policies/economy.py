@@ -41,7 +41,7 @@ from ..pricing import resolve_pricing
 from ..shortforms.commands import Kind, call_kind, call_target
 from ..shortforms.inputs import RestoreInputs, parsed_object
 from ..shortforms.previews import names_of
-from ..steps import Microcompactor, Step, StepContext
+from ..steps import Microcompactor, Reuse, Step, StepContext
 from .accounting import FoldState, Item, account, allowance, grow_chars
 from .cost import CostModel
 from .forms import Forms
@@ -55,12 +55,14 @@ _FAILURE = re.compile(
 )
 
 
-class EconomyCompactor(Step):
+class EconomyCompactor:
     """The economy policy's compaction step (see the module docstring). On its own it decides
-    a whole history at once; in a session the engine keeps its :meth:`new_plan`."""
+    a whole history at once; in a session the engine keeps its plan (:attr:`reuse`)."""
 
     def __init__(self, economy: Economy | None = None) -> None:
         self.economy = economy or Economy()
+        self.reuse = Reuse(plan=self.new_plan)
+        """It decides over the whole session: a session keeps an :class:`EconomyPlan`."""
 
     def new_plan(self) -> EconomyPlan:
         return EconomyPlan(self.economy)
@@ -255,7 +257,7 @@ class EconomyPlan:
                     why = (
                         self.side_reasons.get(id(item), item.reason) if id(item) in self.side else item.reason
                     )
-                    ctx.report.add_cut(kind, cut, ctx.index_offset + item.message - start, current.text, why)
+                    ctx.add_cut(kind, cut, item.message - start, current.text, why)
                 new: Part = cut
             elif isinstance(current, ToolCallPart):
                 new = current.with_arguments(form)

@@ -19,10 +19,10 @@ from pathlib import Path
 from typing import IO
 
 from ..config import Config
-from ..stores import ArchiveStore, open_store, store_for_config
+from ..stores import ArchiveStore, Limits, open_store, store_for_config
 from ..userdirs import user_cache_dir
 from .conversations import Conversations
-from .disk import DEFAULT_MAX_AGE_DAYS, DEFAULT_MAX_BYTES, DiskCap, ProxyWorkspace
+from .disk import DEFAULT_MAX_AGE_DAYS, DEFAULT_MAX_BYTES, DiskCap, ProxyArchive, ProxyWorkspace
 from .prepare import Outcome, Preparer
 from .stats import stats_backend
 
@@ -59,9 +59,12 @@ def make_preparer(
         archive: ArchiveStore = open_store(store)
     elif store is not None:
         archive = store
-    else:
+    elif config.store_url:
         archive = store_for_config(config, ws.archive_dir)
-    ws.store = archive
+    else:  # the workspace's archive/: what was saved is linked, not written again
+        ttl = config.store_ttl_seconds
+        limits = Limits(max_bytes=config.store_max_bytes, ttl=float(ttl) if ttl is not None else None)
+        archive = ProxyArchive(ws, limits=limits)
     max_age = None if max_age_days is None else max_age_days * 86_400
     ws.disk = DiskCap(ws.path, archive, max_bytes=max_disk_bytes, max_age=max_age)
     ws.disk.collect()

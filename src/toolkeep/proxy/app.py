@@ -178,10 +178,7 @@ def create_app(
         # that one is not waited for long (the store's writes are atomic)
         with anyio.move_on_after(2.0):
             await anyio.to_thread.run_sync(preparer.conversations.close, abandon_on_cancel=True)
-        with anyio.move_on_after(5.0):
-            await anyio.to_thread.run_sync(
-                observer.close, abandon_on_cancel=True
-            )  # the statistics left are written
+        await anyio.to_thread.run_sync(observer.close)  # the statistics left are written
         if owned:
             await http.aclose()
 

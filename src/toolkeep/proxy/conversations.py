@@ -27,6 +27,7 @@ from ..formats import get_format
 from ..policies import build_steps
 from ..session import Session
 from ..shorten import archive_key
+from ..steps import reuse_of
 from ..stores import ArchiveStore
 from ..workspace import Workspace
 from .files import WaysBack, with_files
@@ -99,7 +100,7 @@ class Conversations:
         self._min_chars = config.compact_min_chars if own is None else min(config.compact_min_chars, own)
         steps = build_steps(config)
         self.timeline: Timeline | None = (
-            Timeline(store, wall_clock) if steps and steps[-1].new_plan() is not None else None
+            Timeline(store, wall_clock) if steps and reuse_of(steps[-1]).plan is not None else None
         )
         """The requests' times, shared by the replicas, for a policy that decides with time."""
 

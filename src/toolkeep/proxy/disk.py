@@ -1,10 +1,10 @@
 """The proxy's files on disk: each result written once, and the whole kept under caps.
 
 A result long enough to be shortened is saved when it enters the history (``tool-results/``, the
-file a shortened form names) and its original archived (``archive/<key>.txt`` when the proxy's
-store is its workspace's): the same text. :class:`ProxyWorkspace` writes it once, into the
-archive, and makes the saved file a hard link to it (a copy where the filesystem has no hard
-links, or the store is elsewhere).
+file a shortened form names), and its original archived when it is shortened
+(``archive/<key>.txt`` when the proxy's store is its workspace's): the same text. The proxy
+writes it once: :class:`ProxyArchive` archives it as a hard link to the saved file (a copy where
+the filesystem has no hard links, or the store is elsewhere).
 
 :class:`DiskCap` keeps ``tool-results/`` and ``archive/`` under ``max_bytes`` (as ``du`` counts:
 allocated blocks, each file once however many names it has) and removes what was last used more
@@ -28,14 +28,15 @@ import socket
 import stat
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..exceptions import StoreError
-from ..shorten import archive_key
-from ..stores import ArchiveStore, FileStore
-from ..workspace import Workspace, atomic_write, opened_directory, own_file_exists, persisted_name
+from ..shorten import archive_key, utf8_chunks
+from ..stores import ArchiveStore, FileStore, Limits, validate_key
+from ..workspace import Workspace, atomic_write, opened_directory
 
 __all__ = [
     "CHECK_SECONDS",
@@ -45,6 +46,7 @@ __all__ = [
     "LOW_WATER",
     "DiskCap",
     "DiskUsage",
+    "ProxyArchive",
     "ProxyWorkspace",
 ]
 
@@ -258,41 +260,73 @@ class DiskCap:
 
 
 class ProxyWorkspace(Workspace):
-    """The proxy's workspace: a saved result is a hard link to its archived original (written
-    once), and every write is counted by the proxy's :class:`DiskCap`."""
+    """The proxy's workspace: every saved result is counted by the proxy's :class:`DiskCap`, and
+    remembered by key, so that its archive (:class:`ProxyArchive`) links to it rather than write
+    its text again."""
 
-    store: ArchiveStore | None = None
     disk: DiskCap | None = None
 
-    def persist(self, call_id: str, text: str) -> Path:
-        name = persisted_name(call_id, text)
-        target = self.results_dir / name
-        with opened_directory(self.path) as root, opened_directory("tool-results", dir_fd=root) as fd:
-            if own_file_exists(name, fd, target):
-                return target
-            if not self._link(name, text, root, fd):
-                atomic_write(name, text, dir_fd=fd)
-            size = os.stat(name, dir_fd=fd, follow_symlinks=False).st_size
-        if self.disk is not None:
-            self.disk.wrote(size)
-        return target
+    def __init__(self, path: str | os.PathLike[str] | None = None, *, keep: bool = False) -> None:
+        super().__init__(path, keep=keep)
+        self.saved: OrderedDict[str, str] = OrderedDict()
+        """The name of the saved file of each key (the last :data:`REMEMBERED`)."""
+        self._saved_lock = threading.Lock()
 
-    def _link(self, name: str, text: str, root: int, fd: int) -> bool:
-        """Archive ``text`` (once) and link ``name`` to it; False when that cannot be done (the
-        store is not this workspace's archive, refused it, or no hard link can be made)."""
-        store = self.store
-        if not isinstance(store, FileStore) or store.directory != self.archive_dir:
-            return False
-        key = archive_key(text)
-        try:
-            store.put(key, text)
-            with opened_directory("archive", dir_fd=root) as archive:
-                os.link(f"{key}.txt", name, src_dir_fd=archive, dst_dir_fd=fd, follow_symlinks=False)
-        except FileExistsError:
-            return True
-        except (OSError, StoreError):
-            return False
-        return True
+    def persist(self, call_id: str, text: str) -> Path:
+        path = super().persist(call_id, text)
+        with self._saved_lock:
+            self.saved[archive_key(text)] = path.name
+            if len(self.saved) > REMEMBERED:
+                self.saved.popitem(last=False)
+        if self.disk is not None:
+            with contextlib.suppress(OSError):
+                self.disk.wrote(path.stat().st_size)
+        return path
+
+    def saved_name(self, key: str) -> str | None:
+        with self._saved_lock:
+            return self.saved.get(key)
+
+
+REMEMBERED = 100_000
+"""How many saved files' names a :class:`ProxyWorkspace` remembers by key."""
+
+
+class ProxyArchive(FileStore):
+    """The proxy's archive in its workspace's ``archive/``: an original whose text was saved to
+    ``tool-results/`` (the same text: the saved file's name holds its key) is archived as a hard
+    link to that file, not written again. A store with caps of its own, a file it cannot link
+    (another filesystem) or one whose size differs is written as :class:`FileStore` writes it."""
+
+    def __init__(
+        self,
+        workspace: ProxyWorkspace,
+        *,
+        limits: Limits | None = None,
+        clock: Callable[[], float] | None = None,
+    ) -> None:
+        super().__init__(workspace.archive_dir, limits=limits, clock=clock)
+        self.workspace = workspace
+
+    def put(self, key: str, text: str) -> None:
+        name = self.workspace.saved_name(validate_key(key))
+        if name is not None and self.limits.max_bytes is None and self.limits.max_entries is None:
+            try:
+                with (
+                    opened_directory(self.workspace.results_dir) as saved,
+                    opened_directory(self.directory) as archive,
+                ):
+                    info = os.stat(name, dir_fd=saved, follow_symlinks=False)
+                    if stat.S_ISREG(info.st_mode) and info.st_size == sum(map(len, utf8_chunks(text))):
+                        os.link(
+                            name, f"{key}.txt", src_dir_fd=saved, dst_dir_fd=archive, follow_symlinks=False
+                        )
+                        now = self.clock()
+                        os.utime(f"{key}.txt", (now, now), dir_fd=archive, follow_symlinks=False)
+                        return
+            except OSError:
+                pass  # there already (a use, below), or no link: written as any store writes
+        super().put(key, text)
 
 
 def _allocated(info: os.stat_result) -> int:

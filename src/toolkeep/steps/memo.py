@@ -2,9 +2,9 @@
 
 An agent sends a history that only grows, so almost every message, block and result of a
 request was seen in the previous one. The engine (:mod:`toolkeep.engine`) keeps one
-:class:`Memo` per conversation and lends it to a run's :class:`~toolkeep.steps.StepContext`,
-whose :meth:`~toolkeep.steps.StepContext.remembered` is the one way a step's work is looked up;
-:func:`dumped` is the provider form of a history, each rebuilt message dumped once.
+:class:`Memo` per conversation and remembers each step's work on a block around the step (steps
+never see it); :func:`dumped` is the provider form of a history, each rebuilt message dumped
+once.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ class Memo:
     """Work a session already did, keyed by the identity of the objects it was done on.
 
     An agent sends a history that only grows, so almost every message, block and result of a
-    request was seen in the previous one. Steps look their work up here instead of redoing it.
+    request was seen in the previous one. The engine looks work up here instead of redoing it.
     Entries hold the objects they are keyed on, so an ``id`` is never reused while its entry
     lives. Two generations: what a run does not use is dropped at the end of the next run, so
     the memo holds about one history's worth of work.
