@@ -510,3 +510,25 @@ def test_a_changed_body_keeps_the_text_of_what_was_left_alone_and_is_utf8(
             assert raw.items[id(m)].encode() in result
     for name in fields:
         assert raw.fields[name][2].encode() in result
+
+
+def test_the_config_file_sets_the_limits_and_access_flags(upstream: ScriptedUpstream, tmp_path: Path) -> None:
+    """``--config FILE``: a repeatable flag takes a list (``allow_host = [...]``)."""
+    config = tmp_path / "proxy.toml"
+    config.write_text(
+        f'anthropic_upstream = "{upstream.url}"\nworkspace = "{tmp_path / "ws"}"\n'
+        'allow_host = ["one.internal", "two.internal"]\nclient_token = "tok-file"\n'
+        "max_body_bytes = 2000\nprepare_timeout = 3\nread_timeout = 10\n"
+    )
+    with ProxyProcess("--config", str(config)) as proxy:
+        token = {"x-toolkeep-token": "tok-file"}
+        for host in ("one.internal", "two.internal:80"):
+            answer = httpx.get(proxy.url + "/toolkeep/stats", headers={**token, "host": host})
+            assert answer.status_code == 200, host
+        assert (
+            httpx.get(proxy.url + "/toolkeep/stats", headers={**token, "host": "three.internal"}).status_code
+            == 421
+        )
+        assert httpx.get(proxy.url + "/toolkeep/stats").status_code == 401
+        big = httpx.post(proxy.url + "/v1/messages", content=b"x" * 2001, headers={**token, **ANTHROPIC})
+        assert big.status_code == 413
