@@ -24,12 +24,12 @@ from .formats import Format, detect_format, get_format, has_objects, plain_view,
 from .markers import Recording, Tracker
 from .messages import ToolResultPart
 from .pipeline import Prepared
-from .policies import build_steps
+from .policies import prepared_pipeline
 from .pricing import CacheTimes, resolve_pricing
 from .recall import handle_tool_call, tool_definitions
 from .report import Report
 from .requests import PreparedRequest, Request, read_request
-from .steps import Memo, Step, StepContext, ToolCaps
+from .steps import Memo, Pipeline, Step, StepContext, ToolCaps
 from .stores import ArchiveStore, open_store, store_for_config
 from .stores.layered import LayeredStore
 from .stores.pinned import PinnedWrites
@@ -118,8 +118,9 @@ class Session(Closing):
     same readings give the same bytes (inject a clock to make that so in tests and replays).
 
     ``steps`` are the steps :meth:`prepare` runs instead of the configured policy's
-    (:func:`toolkeep.policies.build_steps`): that list with a step of the caller's inserted,
-    say (the proxy's file saving, :mod:`toolkeep.proxy.files`).
+    (:func:`toolkeep.policies.build_steps`): a :class:`~toolkeep.steps.Pipeline` with a slot
+    filled by name, say (the proxy's file saving, :mod:`toolkeep.proxy.files`), or a list of
+    one's own.
     """
 
     conversations_kept = 16
@@ -138,7 +139,7 @@ class Session(Closing):
         workspace: Workspace | str | os.PathLike[str] | None = None,
         store: ArchiveStore | str | None = None,
         clock: Callable[[], float] | None = None,
-        steps: Sequence[Step] | None = None,
+        steps: Pipeline | Sequence[Step] | None = None,
     ) -> None:
         if clock is not None and not callable(clock):
             raise ConfigError(f"clock must be a callable returning seconds, got {type(clock).__name__}")
@@ -191,8 +192,9 @@ class Session(Closing):
         self._writes = PinnedWrites(self.store, owner)
         self._holds_writes = PinnedWrites(self._holds, owner)
         self._durable_writes: PinnedWrites | None = None
-        self.steps: list[Step] = list(steps) if steps is not None else build_steps(self.config)
-        """What :meth:`prepare` runs: ``steps`` given, else the configured policy's."""
+        self.steps: Pipeline = prepared_pipeline(self.config, steps)
+        """What :meth:`prepare` runs (a :class:`~toolkeep.steps.Pipeline`): ``steps`` given,
+        else the configured policy's."""
         self.state = SessionState()
         """What the session carries from one request to the next (:mod:`toolkeep.engine`), for
         the conversation of the last request."""
@@ -515,14 +517,9 @@ class Session(Closing):
             text = session.cap_result(call["id"], call["name"], run_tool(call))
         """
         self._check_open()
-        steps = [s for s in self.steps if isinstance(s, ToolCaps)]
         c = self.config
-        caps = (
-            steps[0]
-            if steps
-            else ToolCaps(
-                default=c.default_tool_cap, caps=c.tool_caps, head=c.cap_head_chars, tail=c.cap_tail_chars
-            )
+        caps = self.steps.caps or ToolCaps(
+            default=c.default_tool_cap, caps=c.tool_caps, head=c.cap_head_chars, tail=c.cap_tail_chars
         )
         setting = caps.setting_for(tool_name) if cap is None else ToolCap.of(cap, "cap")
         # a cut reads no format: any one will do

@@ -26,7 +26,6 @@ from ..conversation_key import conversation_key as first_message_key
 from ..policies import build_steps
 from ..session import Session
 from ..shorten import archive_key
-from ..steps import reuse_of
 from ..stores import ArchiveStore
 from ..workspace import Workspace
 from .files import WaysBack, with_files
@@ -91,10 +90,7 @@ class Conversations:
         self._table: OrderedDict[str, Conversation] = OrderedDict()
         self._lock = threading.Lock()
         self._min_chars = min(config.compact_min_chars, config.economy.min_chars)
-        steps = build_steps(config)
-        self.timeline: Timeline | None = (
-            Timeline(store, wall_clock) if steps and reuse_of(steps[-1]).plan is not None else None
-        )
+        self.timeline: Timeline | None = Timeline(store, wall_clock) if build_steps(config).plans else None
         """The requests' times, shared by the replicas, for a policy that decides with time."""
 
     def __len__(self) -> int:
