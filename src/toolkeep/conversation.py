@@ -35,7 +35,7 @@ from .pipeline import Prepared
 from .pricing import CacheTimes, resolve_pricing
 from .report import Report
 from .requests import PreparedRequest, Request, read_request
-from .steps import Memo, Step, StepContext
+from .steps import Memo, Pipeline, Step, StepContext
 from .workspace import Workspace, WorkspaceReader
 
 __all__ = ["EMPTY_KEY", "MARKER_RECHECK_EVERY", "Conversation", "Conversations", "Readers", "check_timing"]
@@ -118,7 +118,7 @@ class Conversation:
         self,
         config: Config,
         archive: Archive,
-        steps: Sequence[Step],
+        steps: Pipeline | Sequence[Step],
         *,
         key: str = EMPTY_KEY,
         workspace: Workspace | None = None,
@@ -127,7 +127,7 @@ class Conversation:
         self.config = config
         self.archive = archive
         self.clock = clock
-        self.steps: list[Step] = list(steps)
+        self.steps: Pipeline = Pipeline.of(steps)
         """What :meth:`prepare` runs."""
         self.key = key
         """The key of the conversation's first message."""
@@ -318,7 +318,7 @@ class Conversations:
         self,
         config: Config,
         archive: Archive,
-        steps: Sequence[Step],
+        steps: Pipeline | Sequence[Step],
         *,
         workspace: Workspace | None = None,
         kept: int = 16,
@@ -326,7 +326,7 @@ class Conversations:
     ) -> None:
         self.config = config
         self.archive = archive
-        self.steps: list[Step] = list(steps)
+        self.steps: Pipeline = Pipeline.of(steps)
         """What each conversation runs (given to it whenever it is looked up)."""
         self.kept = kept
         self.workspace = workspace

@@ -23,11 +23,11 @@ from .exceptions import ConfigError, FormatError
 from .formats import Format
 from .messages import ToolResultPart
 from .pipeline import Prepared
-from .policies import build_steps
+from .policies import prepared_pipeline
 from .pricing import CacheTimes
 from .recall import handle_tool_call, tool_definitions
 from .requests import PreparedRequest, Request, read_request
-from .steps import Step, ToolCaps
+from .steps import Pipeline, Step, ToolCaps
 from .stores import ArchiveStore
 from .workspace import Workspace, WorkspaceReader
 
@@ -58,8 +58,9 @@ class Session(Closing):
     state, workspace and timing).
 
     ``steps`` are the steps :meth:`prepare` runs instead of the configured policy's
-    (:func:`toolkeep.policies.build_steps`): that list with a step of the caller's inserted,
-    say (the proxy's file saving, :mod:`toolkeep.proxy.files`).
+    (:func:`toolkeep.policies.build_steps`): a :class:`~toolkeep.steps.Pipeline` with a slot
+    filled by name, say (the proxy's file saving, :mod:`toolkeep.proxy.files`), or a list of
+    one's own.
 
     Without ``config``, the settings come from the environment (:meth:`Config.from_env`), unless
     ``trust_env=False``: then from the defaults alone (as httpx's ``trust_env``).
@@ -78,7 +79,7 @@ class Session(Closing):
         workspace: Workspace | str | os.PathLike[str] | None = None,
         store: ArchiveStore | str | None = None,
         clock: Callable[[], float] | None = None,
-        steps: Sequence[Step] | None = None,
+        steps: Pipeline | Sequence[Step] | None = None,
         trust_env: bool = True,
     ) -> None:
         if clock is not None and not callable(clock):
@@ -94,7 +95,7 @@ class Session(Closing):
         self.conversations = Conversations(
             self.config,
             self.archive,
-            steps if steps is not None else build_steps(self.config),
+            prepared_pipeline(self.config, steps),
             workspace=fixed,
             clock=clock if clock is not None else time.monotonic,
         )
@@ -111,13 +112,14 @@ class Session(Closing):
         return self.conversations.clock
 
     @property
-    def steps(self) -> list[Step]:
-        """What :meth:`prepare` runs: ``steps`` given, else the configured policy's."""
+    def steps(self) -> Pipeline:
+        """What :meth:`prepare` runs (a :class:`~toolkeep.steps.Pipeline`): ``steps`` given,
+        else the configured policy's."""
         return self.conversations.steps
 
     @steps.setter
-    def steps(self, steps: Sequence[Step]) -> None:
-        self.conversations.steps = list(steps)
+    def steps(self, steps: Pipeline | Sequence[Step]) -> None:
+        self.conversations.steps = prepared_pipeline(self.config, steps)
 
     @property
     def conversations_kept(self) -> int:
@@ -270,14 +272,9 @@ class Session(Closing):
             text = session.cap_result(call["id"], call["name"], run_tool(call))
         """
         self.archive.check_open()
-        steps = [s for s in self.steps if isinstance(s, ToolCaps)]
         c = self.config
-        caps = (
-            steps[0]
-            if steps
-            else ToolCaps(
-                default=c.default_tool_cap, caps=c.tool_caps, head=c.cap_head_chars, tail=c.cap_tail_chars
-            )
+        caps = self.steps.caps or ToolCaps(
+            default=c.default_tool_cap, caps=c.tool_caps, head=c.cap_head_chars, tail=c.cap_tail_chars
         )
         setting = caps.setting_for(tool_name) if cap is None else ToolCap.of(cap, "cap")
         return self.archive.cap_result(

@@ -30,7 +30,6 @@ from ..conversation_key import conversation_key as first_message_key
 from ..formats import get_format
 from ..policies import build_steps
 from ..shorten import archive_key
-from ..steps import reuse_of
 from ..stores import ArchiveStore
 from ..workspace import Workspace
 from .files import WaysBack, with_files
@@ -103,10 +102,7 @@ class Conversations:
         self._lock = threading.Lock()
         own = config.economy.min_chars  # None: the config's threshold
         self._min_chars = config.compact_min_chars if own is None else min(config.compact_min_chars, own)
-        steps = build_steps(config)
-        self.timeline: Timeline | None = (
-            Timeline(store, wall_clock) if steps and reuse_of(steps[-1]).plan is not None else None
-        )
+        self.timeline: Timeline | None = Timeline(store, wall_clock) if build_steps(config).plans else None
         """The requests' times, shared by the replicas, for a policy that decides with time."""
 
     def __len__(self) -> int:
