@@ -46,6 +46,7 @@ __all__ = [
     "sdk_anthropic_histories",
     "sdk_openai_chat_histories",
     "segment_pairs",
+    "small_result_sessions",
     "tool_result",
     "tool_use",
     "user",
@@ -677,6 +678,67 @@ def long_sessions(draw: st.DrawFn, max_blocks: int = 8) -> tuple[str, list[Any]]
     return "anthropic", anthropic_turns(
         *[(f"toolu_{n:02d}", name, text) for n, (name, text) in enumerate(turns)]
     )
+
+
+# ---------------------------------------------------------------------- small results (issue 32)
+
+# around the 3,000 chars up to which results stay whole, and the 1,200 the default once used
+SMALL_SIZES = (0, 50, 1_199, 1_201, 2_000, 2_999, 3_000, 3_001, 4_500, 8_000, 20_001)
+_CALLS = (
+    ("bash", {"command": "cat src/app.py"}),
+    ("bash", {"command": "python -m pytest tests/test_app.py"}),
+    ("bash", {"command": "grep -rn handler src"}),
+    ("Read", {"file_path": "/repo/src/app.py"}),
+    ("Read", {"file_path": "/repo/src/views.py"}),
+    ("Grep", {"pattern": "render"}),
+    ("Write", {"file_path": "/repo/src/new.py", "content": "x = 1\n" * 300}),
+    ("fetch", {"url": "https://example.com/doc"}),
+)
+
+
+@st.composite
+def _small_result_text(draw: st.DrawFn) -> str:
+    """Source-like, log-like or repeated text of one of :data:`SMALL_SIZES`, with names and numbers
+    (so that every shortened form, names index included, has something to keep and to cut)."""
+    size = draw(st.sampled_from(SMALL_SIZES))
+    kind = draw(st.integers(0, 2))
+    n = draw(st.integers(0, 99))
+    if kind == 0:
+        line = f"def handler_{{0}}_{n}(request):\n    return render(request, 'page_{{0}}.html')\n\n"
+    elif kind == 1:
+        line = f"tests/test_app.py::test_case_{{0}} PASSED [ {n}%]\nERROR at line {{0}}: value_{n}\n"
+    else:
+        line = draw(_seed) + " {0}\n"
+    text = "".join(line.replace("{0}", str(i)) for i in range(size // max(len(line), 1) + 2))
+    return text[:size]
+
+
+@st.composite
+def small_result_sessions(draw: st.DrawFn, max_turns: int = 14) -> list[Any]:
+    """A valid Anthropic session (every call answered in the next message), of one to three calls
+    per turn, whose results are mostly around the small-result threshold and some big, some
+    failing, with the same files read again: what the default's batches, lean summaries,
+    superseded reads and ages all act on."""
+    messages: list[Any] = [user("Please fix the failing test.")]
+    for turn in range(draw(st.integers(1, max_turns))):
+        calls = draw(st.lists(st.sampled_from(_CALLS), min_size=1, max_size=3))
+        ids = [f"toolu_{turn:02d}_{k}" for k in range(len(calls))]
+        messages.append(
+            assistant(
+                *(tool_use(cid, name, input=dict(args)) for cid, (name, args) in zip(ids, calls, strict=True))
+            )
+        )
+        blocks = [
+            tool_result(
+                cid,
+                draw(_small_result_text()),
+                **({"is_error": True} if draw(st.integers(0, 7)) == 0 else {}),
+            )
+            for cid in ids
+        ]
+        messages.append(user(*blocks))
+    messages.append(assistant("Done."))
+    return messages
 
 
 # ------------------------------------------------------------------------------ bad input (fuzzing)

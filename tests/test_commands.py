@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from toolkeep.policies.commands import call_kind, call_target, classify_command, command_of, read_target
+from toolkeep.shortforms.commands import call_kind, call_target, classify_command, command_of, read_target
 
 
 class TestClassifyCommand:

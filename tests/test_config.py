@@ -23,6 +23,7 @@ TOOLKEEP_ONLY = [
     ("pricing", "TOOLKEEP_PRICING", None),
     ("max_request_tokens", "TOOLKEEP_MAX_REQUEST_TOKENS", None),
     ("policy", "TOOLKEEP_POLICY", "economy"),
+    ("compact_min_chars", "TOOLKEEP_COMPACT_MIN_CHARS", 3_000),
 ]
 
 

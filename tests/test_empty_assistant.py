@@ -215,13 +215,12 @@ def test_langchain_message_with_invalid_tool_calls_is_kept() -> None:
 
 
 def test_one_rule_decides_what_goes_and_what_the_engine_counts() -> None:
-    """Pairing's rule is the message's alone: the engine's question (followed or not) gets the
-    same answer either way."""
+    """Pairing's rule is the message's alone: what the step declares to the engine (its
+    ``Reuse.keeps_turn``) is the rule pairing itself decides by."""
     fmt = get_format("anthropic")
     empty = fmt.load_message(0, {"role": "assistant", "content": []})
     said = fmt.load_message(0, {"role": "assistant", "content": [{"type": "text", "text": "hi"}]})
-    step = toolkeep.repair_pairing
-    ctx = toolkeep.StepContext(fmt)
-    assert [step.keeps_turn(empty, followed, ctx) for followed in (False, True)] == [False, False]
-    assert [step.keeps_turn(said, followed, ctx) for followed in (False, True)] == [True, True]
+    keeps_turn = toolkeep.steps.reuse_of(toolkeep.repair_pairing).keeps_turn
+    assert keeps_turn is not None
+    assert [keeps_turn(empty, fmt), keeps_turn(said, fmt)] == [False, True]
     assert survives_pruning(empty, fmt) is False and survives_pruning(said, fmt) is True

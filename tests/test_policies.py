@@ -447,7 +447,7 @@ class TestEconomyPreservation:
         text = source(60)
         turns = [("bash", {"command": "python app.py"}, text), ("bash", {"command": "cat app.py"}, text)]
         turns += [("bash", {"command": "ls"}, "ok")]
-        out = economy_run(session_of(turns), Economy(batch=False))[-1]
+        out = economy_run(session_of(turns), Economy(batch=False, min_chars=1_200))[-1]
         assert texts(out)["toolu_000"].startswith("[Old tool result cleared -- ")  # age 2, due at 1
         assert texts(out)["toolu_001"] == text  # age 1, due at 2
         out = economy_run(session_of(turns), Economy(batch=False, read_factor=1))[-1]
@@ -455,7 +455,7 @@ class TestEconomyPreservation:
 
     def test_superseded_read_goes_first(self) -> None:
         """Reading the same file again shortens the older read at once, the newer stays whole."""
-        text = source(40)
+        text = source(60)  # over the 3,000 chars up to which results stay whole
         turns = [("bash", {"command": "cat app.py"}, text), ("bash", {"command": "cat app.py"}, text)]
         out = economy_run(session_of(turns), Economy(batch=False))[-1]
         assert texts(out)["toolu_000"].startswith("[Old tool result cleared -- ")

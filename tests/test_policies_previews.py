@@ -6,7 +6,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from toolkeep.formats import resolve_format
-from toolkeep.policies.previews import (
+from toolkeep.shorten import archive_key
+from toolkeep.shortforms.previews import (
     excerpt_form,
     leading_lines,
     names_index,
@@ -16,7 +17,6 @@ from toolkeep.policies.previews import (
     outline_summary,
     tail_weighted,
 )
-from toolkeep.shorten import archive_key
 from toolkeep.steps import StepContext
 from toolkeep.steps.originals import restore_originals
 from toolkeep.stores import MemoryStore

@@ -16,14 +16,9 @@ from pathlib import Path
 SRC = Path(__file__).resolve().parent.parent / "src"
 PACKAGE = SRC / "toolkeep"
 
-SESSION_SPLIT = "the engine's own bookkeeping, which the pipeline redesign keeps inside the engine"
 ALLOWED: dict[tuple[str, str], str] = {
     # (importing file, private module): why it is still there. The list may only shrink: an
     # entry whose import is gone fails the test until it is removed.
-    ("toolkeep/engine.py", "toolkeep.steps._context"): SESSION_SPLIT
-    + "; dumped and FORGETFUL are to be handed on by toolkeep.steps",
-    ("toolkeep/window.py", "toolkeep.steps._context"): SESSION_SPLIT
-    + "; dumped is to be handed on by toolkeep.steps",
 }
 
 

@@ -485,4 +485,4 @@ def test_a_changed_body_is_the_json_of_its_document(
     items = list(fields.items())
     document = dict([*items[:at], ("messages", history), *items[at:]])
     whole = json.dumps(document, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-    assert _document(document, "messages", [serialize_message(m) for m in history]) == whole
+    assert _document(document, "messages", [serialize_message(m) for m in history], None) == whole

@@ -141,7 +141,9 @@ class OldSession(Session):
     def __init__(self, config: Config, **kwargs: Any) -> None:
         kwargs.pop("steps")
         super().__init__(config, **kwargs)
-        self.steps = with_files(self.steps, min(config.compact_min_chars, config.economy.min_chars))
+        own = config.economy.min_chars
+        least = config.compact_min_chars if own is None else min(config.compact_min_chars, own)
+        self.steps = with_files(self.steps, least)
 
     def prepare(self, messages: Any, format: Any = "auto", **kwargs: Any) -> Any:
         kwargs.pop("conversation", None)

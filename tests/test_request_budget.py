@@ -20,8 +20,8 @@ from hypothesis import strategies as st
 import toolkeep
 from toolkeep.messages import ToolResultPart
 from toolkeep.pipeline import POLICIES
-from toolkeep.policies.inputs import CLEARED_ENTRY, RestoreInputs, cleared_input
 from toolkeep.shorten import CCR_MARKER_RE
+from toolkeep.shortforms.inputs import CLEARED_ENTRY, RestoreInputs, cleared_input
 from toolkeep.steps import StepContext
 from toolkeep.stores import MemoryStore
 from toolkeep.tokens import get_counter
@@ -40,6 +40,14 @@ from .strategies import (
 
 REPO = Path(__file__).resolve().parents[1]
 CLEARED = re.compile(r"\[result cleared\] <<ccr:([0-9a-f]{16})>>")
+NOTE_KEY = re.compile(r"\[Earlier turns archived -- [^\]]*\] <<ccr:([0-9a-f]{16})>>")
+
+
+def without_note_keys(text: str) -> str:
+    """``text`` with the key of every note of archived turns written ``KEY``."""
+    for key in NOTE_KEY.findall(text):
+        text = text.replace(key, "KEY")
+    return text
 
 
 def session_history(turns: int, size: int = 20_000, write: int = 0, tool: str = "Read") -> list[Any]:
@@ -239,7 +247,12 @@ class TestBound:
             assert form in json.dumps(once)
             fed, _ = session.prepare([*once, *history[15:]], format=fmt)
             raw, _ = session.prepare(history, format=fmt)
-        assert json.dumps(fed) == json.dumps(raw)
+            # a note of archived turns sent back comes back as the turns it stands for; where the
+            # span then grows over messages sent back in their prepared form, its new key
+            # archives those forms (whose own markers recall the originals)
+            for key in NOTE_KEY.findall(json.dumps(fed)):
+                assert session.recall(key) is not None
+        assert without_note_keys(json.dumps(fed)) == without_note_keys(json.dumps(raw))
 
     @pytest.mark.parametrize("fmt", ["anthropic", "openai-chat"])
     def test_cleared_forms_come_back_whole(self, fmt: str, tmp_path: Path) -> None:
@@ -383,7 +396,7 @@ ARGUMENTS = {"path": "src/a.py", "content": "x" * 500, "mode": 3, "flags": ["a"]
 
 
 class TestClearedInput:
-    """The last resort for call inputs (:func:`toolkeep.policies.inputs.cleared_input`) and its
+    """The last resort for call inputs (:func:`toolkeep.shortforms.inputs.cleared_input`) and its
     way back (``RestoreInputs``)."""
 
     @staticmethod
@@ -434,16 +447,17 @@ class TestClearedInput:
 
 
 class TestBench:
-    def test_floor_breakdown_adds_up_to_the_request(self, tmp_path: Path) -> None:
-        """bench/window.py's breakdown of a floor: every token of the request in one category,
-        the budget's forms among them, on a request cut to its floor."""
-        from bench.window import breakdown, floor_request
+    def test_window_bench_checks_every_request(self) -> None:
+        """bench/window.py's replay on a session that needs old turns archived: every request
+        fits and is valid, every marker and the note's key recall byte-exact, the span grows."""
+        from bench.window import replay, table
 
-        history = session_history(10, size=6_000, write=4_000, tool="Bash")
-        with pytest.raises(toolkeep.RequestTooLargeError) as caught:
-            prepare(toolkeep.Config(max_request_tokens=1_000), history, tmp_path)
-        out = floor_request(history, caught.value.floor, "default")
-        parts = breakdown(out, history)
-        assert sum(parts.values()) == request_tokens(out) == caught.value.floor
-        assert parts["results, cleared"] > 0 and parts["call inputs, cut"] > 0
-        assert parts["last user turn"] > parts["envelopes"] > 0
+        history = session_history(40, size=6_000, write=2_000, tool="Bash")
+        run = replay(history, toolkeep.Config(max_request_tokens=6_000))
+        plain = replay(history, toolkeep.Config())
+        assert len(run.sent) == run.requests == len(history) // 2 and not run.refused
+        assert max(run.sent) <= 6_000 and run.invalid == run.miscounted == run.shrank == 0
+        assert run.keys > 0 and run.unrecalled == 0
+        assert run.spans > 1 and run.turns_checked == run.spans and run.turns_unrecalled == 0
+        assert run.cost < plain.cost
+        assert "| 6,000 | 40 of 40 |" in table([run], plain)

@@ -392,7 +392,8 @@ def test_the_client_token_reaches_a_shared_proxy(name: str, tmp_path_factory: py
     upstream = ScriptedUpstream(make_files(project))
     try:
         env, _ = user_setup(name, home, upstream.url)
-        with ProxyProcess("--openai-upstream", upstream.url, "--gemini-upstream", upstream.url) as proxy:
+        proxy_args = ["--openai-upstream", upstream.url, "--gemini-upstream", upstream.url]
+        with ProxyProcess(*proxy_args, "--client-token", "tok-2718") as proxy:  # (required)
             host, port = proxy.url.removeprefix("http://").rsplit(":", 1)
             tap = Tap(host, int(port))
             options = ["--proxy", tap.url, "--client-token", "tok-2718"]
@@ -404,6 +405,7 @@ def test_the_client_token_reaches_a_shared_proxy(name: str, tmp_path_factory: py
         model = "/v1/responses" if name == "codex" else "/v1beta/models/"
         assert any(p.startswith(model) for p, _ in sent) and "/toolkeep/mcp" in {p for p, _ in sent}
         assert [p for p, token in sent if p.startswith((model, "/toolkeep/")) and token != "tok-2718"] == []
+        assert "tok-2718" not in json.dumps(upstream.requests())  # the proxy keeps it
     finally:
         upstream.close()
 
@@ -429,7 +431,7 @@ def test_claude_attached_to_a_proxy_it_cannot_see_into_recalls_over_mcp(
             f"mount -t tmpfs toolkeep-hidden {hidden} &&",
             "exec",
             *TOOLKEEP,
-            "proxy --port 0 --remote-agents",
+            "proxy --port 0 --remote-agents --client-token tok-3141",
             f"--workspace {hidden}/workspace --anthropic-upstream {upstream.url}",
         ]
     )
@@ -455,6 +457,7 @@ def test_claude_attached_to_a_proxy_it_cannot_see_into_recalls_over_mcp(
         assert {path for path, _ in sent} >= {"/v1/messages", "/toolkeep/mcp"}
         # (Claude Code's connectivity check, HEAD /, goes without the headers of API requests)
         assert [p for p, token in sent if p.startswith(("/v1/", "/toolkeep/")) and token != "tok-3141"] == []
+        assert "tok-3141" not in json.dumps(upstream.requests())  # the proxy keeps it
         assert FINISHED in result.stdout, result.stdout[-2000:]
         assert list(hidden.iterdir()) == []  # what the agent's process sees of the workspace
         requests = model_requests(upstream, "/v1/messages")

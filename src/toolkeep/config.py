@@ -10,6 +10,14 @@ then from the defaults::
     5000
     >>> Config().policy, Config(policy="default").policy, Config(policy="spec").policy
     ('economy', 'economy', 'spec')
+
+This module is the one place the library reads its settings from the environment. The front
+doors (``Session``, ``run_pipeline``, ``ToolLoop`` and the integrations) take ``trust_env``, as
+httpx's clients do: given no config, they run :meth:`Config.resolve`, which reads the
+environment only when ``trust_env`` is true (the default)::
+
+    >>> Config.resolve(None, trust_env=False) == Config()
+    True
 """
 
 from __future__ import annotations
@@ -139,6 +147,7 @@ ENV_VARIABLES: Mapping[str, tuple[str, ...]] = MappingProxyType(
         "pricing": ("TOOLKEEP_PRICING",),
         "max_request_tokens": ("TOOLKEEP_MAX_REQUEST_TOKENS",),
         "policy": ("TOOLKEEP_POLICY",),
+        "compact_min_chars": ("TOOLKEEP_COMPACT_MIN_CHARS",),
     }
 )
 _BOOLEANS = frozenset({"keep_tmpdir", "keep_orphans"})
@@ -193,8 +202,11 @@ class Economy:
     that the agent has seen go together to the richest form that costs nothing, their summaries
     or else one-line stubs: a session whose every result is held a turn longer (a Codex run of
     ``cat`` s) is otherwise never shortened, as no first batch is ever free."""
-    min_chars: int = 1_200
-    """Results no longer than this are never shortened."""
+    min_chars: int | None = None
+    """Results no longer than this (in chars, of the original) are never shortened by the
+    policy's compaction; ``None``: the config's :attr:`Config.compact_min_chars` (3,000), the
+    one threshold of every policy. Only a request budget (``max_request_tokens``), as a last
+    resort, shortens them. It was 1,200 until small results were promised to stay whole."""
     trim_age: int = 1
     summary_age: int = 1
     """Ages (in requests; 0 is the request a result first appears in) at which a result is due
@@ -223,7 +235,11 @@ class Economy:
     inputs: bool = True
     """Also shorten the long strings of old tool-call inputs (file contents sent by write and
     edit calls), in formats whose rules say ``editable_arguments`` (every registered one)."""
-    input_age: int = 6
+    input_age: int = 2
+    """Age (in requests) at which an old call's long input strings are due to be shortened: as a
+    read of a file is due for its summary (``summary_age`` times ``read_factor``). It was 6 until
+    results of at most :attr:`Config.compact_min_chars` stayed whole; at 2 the default recovers
+    part of what keeping them whole costs (``bench/results.md``, "Goals of the default")."""
     input_min_chars: int = 800
     input_head: int = 300
     head_chars: int = 2_000
@@ -257,6 +273,11 @@ class Config:
     truncate_turns: int = 2
     summarize_turns: int = 4
     compact_min_chars: int = 3_000
+    """Results no longer than this (in chars, of the original) keep their text under every
+    policy's compaction (``economy``'s batches, ``spec``'s and ``seed``'s ages): "small results
+    are always preserved". Only a request budget (``max_request_tokens``), as a last resort,
+    shortens them. Lower it to let compaction shorten smaller results too (``economy`` can
+    override it with ``Economy(min_chars=...)``)."""
     compact_head_chars: int = 2_000
     compact_tail_chars: int = 500
     preserve_tools: frozenset[str] = DEFAULT_PRESERVE_TOOLS
@@ -367,6 +388,20 @@ class Config:
     def replace(self, **changes: Any) -> Config:
         """A copy with some values changed (validated again)."""
         return replace(self, **changes)
+
+    @classmethod
+    def resolve(cls, config: Config | None, *, trust_env: bool = True) -> Config:
+        """The config a front door runs with: ``config`` when given (the environment is not
+        read then), else :meth:`from_env` when ``trust_env`` is true, else the defaults.
+
+            >>> Config.resolve(Config(max_result_chars=5_000), trust_env=True).max_result_chars
+            5000
+        """
+        if config is not None:
+            if not isinstance(config, Config):
+                raise ConfigError(f"config must be a toolkeep.Config, got {type(config).__name__}")
+            return config
+        return cls.from_env() if trust_env else cls()
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> Config:

@@ -16,12 +16,15 @@ from .shorten import archive_key
 __all__ = ["conversation_key"]
 
 
-def conversation_key(first: Any) -> str:
+def conversation_key(first: Any, moving: frozenset[str] = frozenset()) -> str:
     """The key of the conversation whose first message is ``first`` (``None``: an empty one): the
     archive key of that message as JSON (SDK objects as the plain dicts they stand for; what JSON
-    cannot write, by its fields or its type, never its address)."""
+    cannot write, by its fields or its type, never its address), without the keys in ``moving``
+    (a format's :attr:`~toolkeep.formats.Format.moving_keys`: markers a client moves)."""
     try:
         plain = plain_view([first])[0] if first is not None else None
+        if moving:
+            plain = _without(plain, moving)
         text = json.dumps(plain, sort_keys=True, default=_stable, ensure_ascii=False)
     except (TypeError, ValueError, RecursionError):  # keys that do not sort, nesting too deep
         # its type, then: conversations found by it share a state and a workspace, which stays
@@ -35,3 +38,15 @@ def _stable(value: Any) -> Any:
     address)."""
     fields = getattr(value, "__dict__", None)
     return fields if isinstance(fields, dict) and fields else type(value).__qualname__
+
+
+def _without(value: Any, moving: frozenset[str]) -> Any:
+    """``value`` without the keys in ``moving``, at any depth; a list item left empty by that (a
+    ``{"cachePoint": ...}`` block) goes too. A copy where anything changes: ``value`` is the
+    caller's."""
+    if isinstance(value, dict):
+        return {k: _without(v, moving) for k, v in value.items() if k not in moving}
+    if isinstance(value, list):
+        kept = (_without(v, moving) for v in value if not (isinstance(v, dict) and v and v.keys() <= moving))
+        return list(kept)
+    return value

@@ -18,8 +18,12 @@ to the next one) with their output and report, and on the next request:
   one after an edit far back), those run as one and are kept as one: their output can no longer
   change, so neither per-block records nor memoized work are worth their cost.
 
-A policy whose last step decides over the whole session (the cache-aware one: its step has a
-:class:`~toolkeep.steps.Plan`) runs the same way: the steps before it run block by block, their
+The engine alone remembers work: around each step of a block (:func:`_apply`, the one loop
+over the steps), keyed by the step, the very message objects it is given, their place and the
+tiers their age is past (the step's :class:`~toolkeep.steps.Reuse`); steps never see the memo.
+
+A policy whose last step decides over the whole session (the cache-aware one: its step's
+``Reuse`` has a :class:`~toolkeep.steps.Plan`) runs the same way: the steps before it run block by block, their
 output is kept as one flat history, the plan brings its decisions up to date with what is new,
 and only the blocks whose decisions changed are rendered again.
 
@@ -29,13 +33,13 @@ Formats that read a message in the light of the others (their rules do not say
 The output and report are identical whether a request is prepared by a session that saw the
 requests before it or by a fresh one (:func:`run`); tests check this at every turn of real
 trajectories, for every policy. Everything a session carries from one request to the next is one
-:class:`SessionState`.
+:class:`SessionState`, one record per block (:class:`_Block`).
 """
 
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
 
@@ -44,9 +48,10 @@ from .formats import Format
 from .messages import History, Message, ToolResultPart
 from .pricing import CacheExpiry
 from .report import Report
-from .steps import Memo, Plan, Step, StepContext
-from .steps._context import FORGETFUL, dumped
+from .steps import Memo, Place, Plan, Step, StepContext, reuse_of
+from .steps.memo import FORGETFUL, MISSING, dumped
 from .steps.pairing import first_choice_id
+from .turns import unfolded
 from .window import WindowState, bound
 
 __all__ = ["Resolved", "SessionState", "common_prefix", "fingerprint", "run"]
@@ -94,6 +99,8 @@ _COUNTERS = (
     "chars_before",
     "chars_after",
 )
+_STEP_COUNTERS = _COUNTERS[1:6]
+"""The report's counters a step adds to (the engine sets the others)."""
 
 
 @dataclass(slots=True)
@@ -124,6 +131,17 @@ class _Block:
     """The block before the policy's last step (the budget's measure)..."""
     stage_out: list[Any] = field(default_factory=list)
     """...and its provider form (made only with a budget)."""
+    out_start: int = 0
+    """Where its messages start in the session's output (:attr:`SessionState.out`)..."""
+    flat_start: int = 0
+    """...and, with a plan, its staged output in :attr:`SessionState.flat`."""
+    totals: tuple[int, ...] = ()
+    """The report's counters summed over the blocks up to it, itself included..."""
+    repairs_end: int = 0
+    cuts_end: int = 0
+    """...and where its repairs and cuts end in the session's lists of them..."""
+    calls_end: int = 0
+    """...and the assistant messages pairing keeps, up to it."""
 
 
 class Resolved(NamedTuple):
@@ -157,26 +175,19 @@ class SessionState:
     fingerprints: list[tuple[Any, Any, Message]] = field(default_factory=list)
     """Per input message: the message, its fingerprint (or :data:`_UNKNOWN`), its neutral form."""
     blocks: list[_Block] = field(default_factory=list)
+    """One record per block of the last request, in order."""
     out: list[Any] = field(default_factory=list)
     """The provider messages of the last request, as sent."""
-    out_starts: list[int] = field(default_factory=list)
-    cum: list[tuple[int, ...]] = field(default_factory=list)
-    """Per block: the report's counters summed up to it."""
-    cum_repairs: list[int] = field(default_factory=list)
     repairs: list[Any] = field(default_factory=list)
-    cum_cuts: list[int] = field(default_factory=list)
     cuts: list[Any] = field(default_factory=list)
+    """The blocks' repairs and cuts, one after the other."""
     seen: set[str] = field(default_factory=set)
     first_failed: int = 0
     """The first block whose output could not be saved (it runs again)."""
-    ends: list[int] = field(default_factory=list)
-    cum_calls: list[int] = field(default_factory=list)
     plan: Plan | None = None
     """The decisions of the policy's whole-session step, if it has one."""
     flat: History = field(default_factory=list)
     """With a plan: the blocks' staged output, one after the other."""
-    flat_starts: list[int] = field(default_factory=list)
-    """With a plan: where each block's staged output starts in ``flat``."""
     last_time: float | None = None
     """The session clock's reading when the conversation's last request was prepared."""
     expiry: CacheExpiry = field(default_factory=CacheExpiry)
@@ -198,6 +209,23 @@ class SessionState:
         self.last_time, self.expiry = last_time, expiry
 
 
+class _Declared(NamedTuple):
+    """A step and what it declares (its :class:`~toolkeep.steps.Reuse`), resolved for one run."""
+
+    step: Step
+    block_local: bool
+    ages: tuple[int, ...]
+    keeps_turn: Callable[[Message, Format], bool] | None
+
+
+def _declared(steps: Sequence[Step], ctx: StepContext) -> list[_Declared]:
+    out = []
+    for step in steps:
+        reuse = reuse_of(step)
+        out.append(_Declared(step, reuse.block_local, reuse.ages(ctx.config), reuse.keeps_turn))
+    return out
+
+
 def run(
     fmt: Format,
     messages: Sequence[Any],
@@ -207,22 +235,38 @@ def run(
     same: int = 0,
     *,
     extras: Sequence[Any] = (),
+    memo: Memo | None = None,
 ) -> list[Any]:
     """The provider messages to send for ``messages``; fills ``ctx.report``.
 
     With a ``state`` (a session's), ``same`` says how many leading messages are the very objects
     of its last request (:func:`common_prefix`), and only what changed is done again; the state
-    is updated in place, and a failure resets it. Without one, the whole history is run at once.
+    is updated in place, and a failure resets it. Without one, the whole history is run at once
+    (``memo``: the dumps an earlier run made of the same objects).
     With ``Config.max_request_tokens`` the output ends within it (:mod:`toolkeep.window`);
     ``extras`` (the request's tool definitions and system prompt) count towards it.
     """
-    planned = steps[-1].new_plan() if steps else None
+    if ctx.config.max_request_tokens is not None and ctx.store is not None:
+        restored = unfolded(fmt, messages, ctx.lookup)  # archived turns sent back come back whole
+        if restored is not messages:
+            messages, same = restored, 0
+    plans = [reuse_of(step).plan for step in steps]
+    planned = plans[-1]() if plans and plans[-1] is not None else None
     stage = steps[:-1] if planned is not None else steps
-    if any(step.new_plan() is not None for step in stage):
+    if any(plan is not None for plan in plans[: len(stage)]):
         raise ConfigError("only the last step of a pipeline may decide over the whole session")
-    if state is None or not fmt.rules.per_message or not all(step.block_local for step in stage):
+    declared = _declared(stage, ctx)
+    if state is None or not fmt.rules.per_message or not all(d.block_local for d in declared):
         try:
-            return _run_whole(fmt, messages, steps, ctx, state.window if state else None, extras)
+            return _run_whole(
+                fmt,
+                messages,
+                steps,
+                ctx,
+                state.window if state else None,
+                extras,
+                memo if memo is not None else state.memo if state else Memo(),
+            )
         except RequestTooLargeError:
             raise  # prepared whole, then refused: the state stands for the next request
         except BaseException:
@@ -235,7 +279,7 @@ def run(
     if state.plan is None and planned is not None:
         state.plan = planned
     try:
-        return _Engine(state).run(fmt, messages, stage, ctx, same, extras)
+        return _Engine(state).run(fmt, messages, declared, ctx, same, extras)
     except RequestTooLargeError:
         raise  # prepared whole, then refused: the state stands for the next request
     except BaseException:
@@ -243,27 +287,94 @@ def run(
         raise
 
 
+def _apply(
+    steps: Sequence[Step], history: History, ctx: StepContext, memo: Memo | None = None, age: int = 0
+) -> tuple[History, History]:
+    """The one loop over the steps: ``history`` through each in turn; returns the output and
+    the input of the last step (the request budget measures it).
+
+    With a ``memo`` (a session's block, not a one-off run), each step's work is remembered
+    around it: given the very same messages at the same place, their age on the same side of
+    each of the step's tiers, the step's output of last time is taken, with its report entries
+    and the call ids it took. Work during which a save or a lookup failed is not remembered,
+    so the next run tries again."""
+    stage = history
+    last = len(steps) - 1
+    for n, step in enumerate(steps):
+        if n == last:
+            stage = history
+        history = _step(step, history, ctx, memo, age) if memo is not None else step(history, ctx)
+    return history, stage
+
+
+class _Work(NamedTuple):
+    """What a step did to one block: what it was given (to check it is the same), its output,
+    what it added to the report and the call ids it took."""
+
+    given: History
+    out: History
+    counts: tuple[int, ...]
+    repairs: list[Any]
+    cuts: list[Any]
+    taken: tuple[str, ...] | None
+
+
+def _step(step: Step, history: History, ctx: StepContext, memo: Memo, age: int) -> History:
+    reuse = reuse_of(step)
+    tiers = tuple([age >= t for t in reuse.ages(ctx.config)]) if reuse.tiers else ()
+    place = ctx.place
+    key = (place.start, tiers, tuple(map(id, history)))
+    report = ctx.report
+    done = memo.get("step", step, key)
+    if done is not MISSING and len(done.given) == len(history) and all(map(_same, done.given, history)):
+        for name, n in zip(_STEP_COUNTERS, done.counts, strict=True):
+            if n:
+                setattr(report, name, getattr(report, name) + n)
+        report.repairs.extend(done.repairs)
+        report.cuts.extend(done.cuts)
+        if done.taken is not None:
+            place.taken_ids.update(done.taken)
+        return done.out  # type: ignore[no-any-return]
+    counts = tuple([getattr(report, name) for name in _STEP_COUNTERS])
+    repairs, cuts, errors = len(report.repairs), len(report.cuts), len(report.save_errors)
+    lookups, taken = ctx.lookups_failed, len(place.taken_ids)
+    out = step(history, ctx)
+    if len(report.save_errors) == errors and ctx.lookups_failed == lookups:
+        grew = len(place.taken_ids) != taken
+        work = _Work(
+            history,
+            out,
+            tuple([getattr(report, name) - n for name, n in zip(_STEP_COUNTERS, counts, strict=True)]),
+            report.repairs[repairs:],
+            report.cuts[cuts:],
+            tuple(c.id for m in out if m.role == "assistant" for c in m.calls) if grew else None,
+        )
+        memo.put("step", step, work, key)
+    return out
+
+
+def _same(a: object, b: object) -> bool:
+    return a is b
+
+
 def _run_whole(
     fmt: Format,
     messages: Sequence[Any],
     steps: Sequence[Step],
     ctx: StepContext,
-    window: WindowState | None = None,
-    extras: Sequence[Any] = (),
+    window: WindowState | None,
+    extras: Sequence[Any],
+    memo: Memo,
 ) -> list[Any]:
     history = fmt.load(messages)
     ctx.report.chars_before = _result_chars(history)
-    stage = history
-    for n, step in enumerate(steps):
-        if n == len(steps) - 1:
-            stage = history
-        history = step(history, ctx)
+    history, stage = _apply(steps, history, ctx)
     ctx.report.total = sum(1 for m in history for p in m.parts if isinstance(p, ToolResultPart))
     ctx.report.chars_after = _result_chars(history)
     out = fmt.dump(history)
     if ctx.config.max_request_tokens is None:
         return out
-    return bound(fmt, out, history, stage, ctx, window, extras, messages)
+    return bound(fmt, out, history, stage, ctx, window, extras, messages, memo=memo)
 
 
 class _Engine:
@@ -276,7 +387,7 @@ class _Engine:
         self,
         fmt: Format,
         messages: Sequence[Any],
-        steps: Sequence[Step],
+        steps: Sequence[_Declared],
         ctx: StepContext,
         same: int,
         extras: Sequence[Any] = (),
@@ -284,10 +395,11 @@ class _Engine:
         state = self.state
         plan = state.plan
         keep = self._reusable_blocks(same)
-        horizon = max((s.age_horizon(ctx) for s in steps), default=0)
+        tiers = sorted({t for d in steps for t in d.ages})
+        horizon = tiers[-1] if tiers else 0
 
         def key_for(age: int) -> Hashable:
-            return tuple([s.age_key(age, ctx) for s in steps])
+            return bisect_right(tiers, age)
 
         tail_start = state.blocks[keep].start if keep < len(state.blocks) else 0
         history = self._load(fmt, messages, tail_start)
@@ -297,16 +409,17 @@ class _Engine:
         blocks = state.blocks
         del blocks[keep:]
         # ages count the assistant messages pairing keeps, as a whole-history run sees them
-        kept_calls = state.cum_calls[keep - 1] if keep else 0
+        kept_calls = blocks[keep - 1].calls_end if keep else 0
         bounds = [i for i, m in enumerate(history) if m.role == "assistant" and i > 0]
         bounds = [0, *bounds] if history else []
         ends = [*bounds[1:], len(history)] if bounds else []  # an empty request has no blocks
         counted = [
             history[lo].role == "assistant"
-            and all(s.keeps_turn(history[lo], hi - lo > 1, ctx) for s in steps)
-            for lo, hi in zip(bounds, ends, strict=True)
+            and all(d.keeps_turn is None or d.keeps_turn(history[lo], fmt) for d in steps)
+            for lo in bounds
         ]
         assistants = kept_calls + sum(counted)
+        run_steps = [d.step for d in steps]
 
         # kept blocks whose age moved them to another tier: keys are monotone in age, so walking
         # back from the newest, the first block settled past the horizon ends the walk
@@ -328,11 +441,11 @@ class _Engine:
                 fmt,
                 self._neutral(b.start, b.end),
                 b.start,
-                steps,
+                run_steps,
                 ctx,
                 (b.calls, age, key),
                 set(b.seen_before),
-                ctx.memo,
+                state.memo,
                 staged=plan is not None,
             )
             first_changed = j
@@ -361,12 +474,12 @@ class _Engine:
                     fmt,
                     history[lo:hi],
                     tail_start + lo,
-                    steps,
+                    run_steps,
                     ctx,
                     (calls, age, key_for(age) if calls else ()),
                     seen,
                     # settled blocks are never run again unless edited: their work is not kept
-                    FORGETFUL if z - a > 1 else ctx.memo,
+                    None if z - a > 1 else state.memo,
                     staged=plan is not None,
                 )
             )
@@ -385,7 +498,18 @@ class _Engine:
             final += b.neutral
             stage += b.stage
             stage_out += b.stage_out
-        return bound(fmt, list(state.out), final, stage, ctx, state.window, extras, messages, stage_out)
+        return bound(
+            fmt,
+            list(state.out),
+            final,
+            stage,
+            ctx,
+            state.window,
+            extras,
+            messages,
+            stage_out,
+            memo=state.memo,
+        )
 
     def _render(
         self, fmt: Format, plan: Plan, first_staged: int, ctx: StepContext, unsaved: list[str]
@@ -394,44 +518,36 @@ class _Engine:
         every block whose rendering changed; the first block rendered again. What the plan could
         not save while deciding goes to ``unsaved``."""
         state = self.state
-        blocks, flat, starts = state.blocks, state.flat, state.flat_starts
-        start = starts[first_staged] if first_staged < len(starts) else len(flat)
-        del flat[start:], starts[first_staged:]
+        blocks, flat, memo = state.blocks, state.flat, state.memo
+        # where the first block staged again starts: the end of the block kept before it
+        before = blocks[first_staged - 1] if first_staged else None
+        start = before.flat_start + len(before.staged or ()) if before else 0
+        del flat[start:]
         for b in blocks[first_staged:]:
-            starts.append(len(flat))
+            b.flat_start = len(flat)
             flat.extend(b.staged or ())
-        deciding = StepContext(
-            fmt,
-            ctx.config,
-            ctx.workspace,
-            ctx.store,
-            Report(format=fmt.name),
-            memo=ctx.memo,
-            expiry=ctx.expiry,
-        )
+        deciding = replace(ctx, report=Report(format=fmt.name), place=Place(0, 0, set()))
         touched = plan.update(flat, start, deciding)
         unsaved += deciding.report.save_errors
         if touched is None:
             candidates = set(range(len(blocks)))
         else:
-            candidates = {bisect_right(starts, t) - 1 for t in touched if t < start}
+            candidates = {bisect_right(blocks, t, key=_flat_start) - 1 for t in touched if t < start}
             candidates.update(range(first_staged, len(blocks)))
         first = len(blocks)
         for j in sorted(candidates):
             b = blocks[j]
-            lo, hi = starts[j], starts[j + 1] if j + 1 < len(starts) else len(flat)
+            lo, hi = b.flat_start, blocks[j + 1].flat_start if j + 1 < len(blocks) else len(flat)
             key = plan.key(lo, hi)
             if j < first_staged and key == b.render_key:
                 continue
             report = Report(format=fmt.name)
-            sub = StepContext(
-                fmt, ctx.config, ctx.workspace, ctx.store, report, memo=ctx.memo, index_offset=b.start
-            )
+            sub = replace(ctx, report=report, place=Place(b.start, 0, set()))
             rendered = plan.render(flat, lo, hi, sub)
             staged = b.staged_report or Report(format=fmt.name)
             blocks[j] = replace(
                 b,
-                messages=dumped(fmt, rendered, ctx.memo),
+                messages=dumped(fmt, rendered, memo),
                 neutral=rendered,
                 render_key=key,
                 report=Report(
@@ -459,8 +575,9 @@ class _Engine:
         # be an assistant message, and then belongs to it (a removed or replaced assistant
         # message); the last block always does, as new messages may belong to it; so does every
         # block from the first one whose output could not be saved, to retry the save
-        limit = min(len(self.state.blocks) - 1, self.state.first_failed)
-        return min(bisect_left(self.state.ends, same), max(limit, 0))
+        blocks = self.state.blocks
+        limit = min(len(blocks) - 1, self.state.first_failed)
+        return min(bisect_left(blocks, same, key=_end), max(limit, 0))
 
     def _load(self, fmt: Format, messages: Sequence[Any], start: int) -> History:
         """Neutral form of ``messages[start:]``, reusing that of messages with the same fingerprint.
@@ -502,13 +619,13 @@ class _Engine:
         ctx: StepContext,
         age: tuple[int, int, Hashable],
         seen: set[str],
-        memo: Memo,
+        memo: Memo | None,
         *,
         staged: bool = False,
     ) -> _Block:
-        """Run the steps over one block, or a run of blocks; ``age``: how many assistant messages
-        pairing keeps in it, the age of the newest and its key. ``seen`` (call ids before the
-        block) gains the block's ids."""
+        """Run the steps over one block, or a run of blocks (``memo`` ``None``: its work is not
+        kept); ``age``: how many assistant messages pairing keeps in it, the age of the newest
+        and its key. ``seen`` (call ids before the block) gains the block's ids."""
         calls, age_offset, age_key = age
         # pairing renames a call whose id (or the one the provider's id rule has it stand for)
         # an earlier block took: then the output depends on those blocks' ids
@@ -521,34 +638,23 @@ class _Engine:
         )
         seen_before = frozenset(seen) if clash else frozenset()
         report = Report(format=fmt.name)
-        sub = StepContext(
-            fmt,
-            ctx.config,
-            ctx.workspace,
-            ctx.store,
-            report,
-            memo=memo,
-            age_offset=age_offset,
-            seen_ids=seen if fmt.rules.unique_call_ids else set(),
-            index_offset=start,
-        )
+        place = Place(start, age_offset, seen if fmt.rules.unique_call_ids else set())
+        sub = replace(ctx, report=report, place=place, lookups_failed=0)
         report.chars_before = _result_chars(block)
-        history = stage = block
-        for n, step in enumerate(steps):
-            if n == len(steps) - 1:
-                stage = history
-            history = step(history, sub)
+        # the work of a block whose ids clash depends on all the ids before it: not kept
+        history, stage = _apply(steps, block, sub, None if clash else memo, age_offset)
         report.chars_after = _result_chars(history)
         report.total = sum(1 for m in history for p in m.parts if isinstance(p, ToolResultPart))
         call_ids = tuple(c.id for m in history if m.role == "assistant" for c in m.calls)
         bounded = ctx.config.max_request_tokens is not None
+        dumps = memo if memo is not None else FORGETFUL
         if staged:  # the policy's last step is the plan: the whole stage is the measure
             return _Block(
                 start, start + len(block), calls, age_key, [], call_ids, seen_before, report, history, report,
-                stage=history, stage_out=dumped(fmt, history, memo) if bounded else [],
+                stage=history, stage_out=dumped(fmt, history, dumps) if bounded else [],
             )  # fmt: skip
-        out = dumped(fmt, history, memo)
-        stage_out = (out if stage is history else dumped(fmt, stage, memo)) if bounded else []
+        out = dumped(fmt, history, dumps)
+        stage_out = (out if stage is history else dumped(fmt, stage, dumps)) if bounded else []
         return _Block(
             start, start + len(block), calls, age_key, out, call_ids, seen_before, report,
             neutral=history, stage=stage, stage_out=stage_out,
@@ -561,34 +667,24 @@ class _Engine:
         of the whole history's bookkeeping."""
         state = self.state
         changed = blocks[first_changed:]
-        out_end = state.out_starts[first_changed] if first_changed < len(state.out_starts) else len(state.out)
-        for kept in (
-            state.out_starts,
-            state.cum,
-            state.cum_repairs,
-            state.cum_cuts,
-            state.ends,
-            state.cum_calls,
-        ):
-            del kept[first_changed:]
-        del state.out[out_end:]
-        del state.repairs[state.cum_repairs[-1] if state.cum_repairs else 0 :]
-        del state.cuts[state.cum_cuts[-1] if state.cum_cuts else 0 :]
-        totals = list(state.cum[-1]) if state.cum else [0] * len(_COUNTERS)
-        calls = state.cum_calls[-1] if state.cum_calls else 0
+        before = blocks[first_changed - 1] if first_changed else None
+        del state.out[before.out_start + len(before.messages) if before else 0 :]
+        del state.repairs[before.repairs_end if before else 0 :]
+        del state.cuts[before.cuts_end if before else 0 :]
+        totals = list(before.totals) if before else [0] * len(_COUNTERS)
+        calls = before.calls_end if before else 0
         for b in changed:
-            state.out_starts.append(len(state.out))
+            b.out_start = len(state.out)
             state.out.extend(b.messages)
             state.repairs.extend(b.report.repairs)
             state.cuts.extend(b.report.cuts)
             for n, name in enumerate(_COUNTERS):
                 totals[n] += getattr(b.report, name)
-            state.cum.append(tuple(totals))
-            state.cum_repairs.append(len(state.repairs))
-            state.cum_cuts.append(len(state.cuts))
-            state.ends.append(b.end)
+            b.totals = tuple(totals)
+            b.repairs_end = len(state.repairs)
+            b.cuts_end = len(state.cuts)
             calls += b.calls
-            state.cum_calls.append(calls)
+            b.calls_end = calls
         report.repairs = list(state.repairs)
         report.cuts = list(state.cuts)
         for n, name in enumerate(_COUNTERS):
@@ -596,6 +692,14 @@ class _Engine:
         report.save_errors = [e for b in changed for e in b.report.save_errors]
         failed = [first_changed + n for n, b in enumerate(changed) if b.report.save_errors]
         state.first_failed = failed[0] if failed else len(blocks)
+
+
+def _end(b: _Block) -> int:
+    return b.end
+
+
+def _flat_start(b: _Block) -> int:
+    return b.flat_start
 
 
 def _result_chars(history: History) -> int:

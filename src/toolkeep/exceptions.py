@@ -98,20 +98,20 @@ class ReaderError(ToolkeepError):
 
 class RequestTooLargeError(ToolkeepError, ValueError):
     """A prepared request cannot fit ``Config.max_request_tokens``, even with every old result
-    and every old call input cleared down to its marker: what is left (the last user turn, the
-    text of the conversation, the messages' own JSON, the tool definitions and the system
-    prompt) is larger. Raised before
-    anything is sent; nothing of the caller's is changed.
+    and call input cut down to its marker and every old turn archived (:mod:`toolkeep.turns`):
+    the parts never archived (the messages before the first assistant message, the last turn,
+    the tool definitions and the system prompt, with the note of the archived turns) are larger
+    on their own. Raised before anything is sent; nothing of the caller's is changed.
 
     ``tokens``: the request's tokens as the policy prepared it; ``floor``: the fewest it could be
     brought to; ``limit``: the budget."""
 
     def __init__(self, *, tokens: int, floor: int, limit: int, unit: str = "tokens") -> None:
         super().__init__(
-            f"the request takes {tokens:,} {unit}; shortened as far as it can be, {floor:,}: over "
-            f"max_request_tokens={limit:,} (what is left is the last user turn, the conversation's "
-            "text, the tool definitions and the system prompt; raise the budget or start a new "
-            "conversation)"
+            f"the request takes {tokens:,} {unit}; with every old turn archived, {floor:,}: over "
+            f"max_request_tokens={limit:,}: the parts never archived (the first message, the last "
+            "turn, the tool definitions and the system prompt, with the note of the archived "
+            "turns) are over the budget on their own; raise the budget or start a new conversation"
         )
         self.tokens = tokens
         self.floor = floor

@@ -18,7 +18,7 @@ from .formats import Format, resolve_format
 from .policies import POLICIES, build_steps, economy_steps
 from .pricing import resolve_pricing
 from .report import Report
-from .steps import Memo, Step, StepContext, as_step
+from .steps import Memo, Step, StepContext
 from .stores import ArchiveStore
 from .workspace import Workspace
 
@@ -43,10 +43,11 @@ def run_pipeline(
     config: Config | None = None,
     workspace: Workspace | None = None,
     store: ArchiveStore | None = None,
-    steps: Sequence[Step | Callable[..., Any]] | None = None,
+    steps: Sequence[Step] | None = None,
     memo: Memo | None = None,
     tools: Any = None,
     system: Any = None,
+    trust_env: bool = True,
 ) -> Prepared:
     """Run ``steps`` (default: :func:`build_steps`) over ``messages`` once; never mutates them.
 
@@ -54,12 +55,13 @@ def run_pipeline(
     archived. :class:`toolkeep.Session` supplies both, and keeps the work of earlier requests
     for the next (the output is the same with it or without). ``memo`` lends a one-off run
     the work an earlier run did on the same objects. ``tools`` and ``system`` count towards
-    ``config.max_request_tokens`` as in :meth:`toolkeep.Session.prepare`.
+    ``config.max_request_tokens`` as in :meth:`toolkeep.Session.prepare`. Without ``config``, the
+    settings come from the environment unless ``trust_env=False`` (:meth:`Config.resolve`).
     """
     fmt = resolve_format(messages, format)
-    config = config if config is not None else Config.from_env()
+    config = Config.resolve(config, trust_env=trust_env)
     report = Report(format=fmt.name, policy=config.policy, pricing=resolve_pricing(config.pricing, fmt).name)
-    ctx = StepContext(fmt, config, workspace, store, report, memo if memo is not None else Memo())
-    chosen = [as_step(s) for s in steps] if steps is not None else build_steps(config)
+    ctx = StepContext(fmt, config, workspace, store, report)
+    chosen = list(steps) if steps is not None else build_steps(config)
     extras = tuple(x for x in (tools, system) if x is not None)
-    return Prepared(engine.run(fmt, messages, chosen, ctx, extras=extras), ctx.report)
+    return Prepared(engine.run(fmt, messages, chosen, ctx, extras=extras, memo=memo), ctx.report)

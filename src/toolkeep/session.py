@@ -120,6 +120,9 @@ class Session(Closing):
     ``steps`` are the steps :meth:`prepare` runs instead of the configured policy's
     (:func:`toolkeep.policies.build_steps`): that list with a step of the caller's inserted,
     say (the proxy's file saving, :mod:`toolkeep.proxy.files`).
+
+    Without ``config``, the settings come from the environment (:meth:`Config.from_env`), unless
+    ``trust_env=False``: then from the defaults alone (as httpx's ``trust_env``).
     """
 
     conversations_kept = 16
@@ -139,12 +142,13 @@ class Session(Closing):
         store: ArchiveStore | str | None = None,
         clock: Callable[[], float] | None = None,
         steps: Sequence[Step] | None = None,
+        trust_env: bool = True,
     ) -> None:
         if clock is not None and not callable(clock):
             raise ConfigError(f"clock must be a callable returning seconds, got {type(clock).__name__}")
         self.clock: Callable[[], float] = clock if clock is not None else time.monotonic
         """What :meth:`prepare` reads the time from (seconds)."""
-        self.config = config if config is not None else Config.from_env()
+        self.config = Config.resolve(config, trust_env=trust_env)
         self._fixed: Workspace | None = None
         """The workspace given (or made from the path given), for every conversation."""
         if isinstance(workspace, Workspace):
@@ -395,7 +399,7 @@ class Session(Closing):
             recorded: dict[str, str] = {}
             ctx = StepContext(
                 fmt, self.config, self.workspace, Recording(self._writes, recorded), report,
-                memo=state.memo, expiry=state.expiry,
+                expiry=state.expiry,
             )  # fmt: skip
             try:
                 prepared = Prepared(

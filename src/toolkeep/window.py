@@ -8,23 +8,27 @@ system prompt when they are passed; :mod:`toolkeep.tokens`), and while that is o
 shortens, oldest first:
 
 1. results, to a summary: SPEC's one-line summary followed by the lines an agent is likely to
-   use again (:func:`toolkeep.policies.previews.lines_summary`, about :data:`SUMMARY_CHARS`);
+   use again (:func:`toolkeep.shortforms.previews.lines_summary`, about :data:`SUMMARY_CHARS`);
 2. then results, to a one-line stub: SPEC's summary line alone, ``[Old tool result cleared --
    L lines, S chars, TYPE] <<ccr:KEY>> [full output saved to PATH]``;
-3. then the long strings of old tool-call inputs (:mod:`toolkeep.policies.inputs`);
+3. then the long strings of old tool-call inputs (:mod:`toolkeep.shortforms.inputs`);
 4. then, the last resorts, results cleared to ``[result cleared] <<ccr:KEY>>``
    (:func:`toolkeep.shorten.cleared_form`: 19 o200k tokens where the stub takes about 30 and
    more with a path), and call inputs cleared to their short entries and ``"_cleared":
    "<<ccr:KEY>>"``, the input whole in the archive
-   (:func:`toolkeep.policies.inputs.cleared_input`).
+   (:func:`toolkeep.shortforms.inputs.cleared_input`).
 
 Every original is archived before its result or input is cut (a store that refuses it leaves it
 whole), the forms carry every way back the policy's form carried, and ``restore_originals``
 recognizes them, so a prepared history sent back comes out the same. Only result texts and call
-inputs change: messages are neither added nor removed, so pairing stays as the policy left it.
+inputs change, and messages are neither added nor removed but where whole turns are archived
+(below), so pairing stays as the policy left it.
 The last user turn (the messages after the last assistant message) and the calls of the last
-assistant message are never touched. When even everything shortened does not fit,
-:class:`~toolkeep.exceptions.RequestTooLargeError` is raised: nothing is returned to send.
+assistant message are never touched. When even everything shortened does not fit, the oldest
+whole turns are archived under one key and replaced by one note (:mod:`toolkeep.turns`: the fold
+takes that step where it runs out of cuts); only when the parts never archived are over the budget
+on their own is :class:`~toolkeep.exceptions.RequestTooLargeError` raised: nothing is returned to
+send.
 
 Where it lives, and why so
 --------------------------
@@ -77,14 +81,15 @@ from .content_type import detect_content_type
 from .exceptions import RequestTooLargeError
 from .formats import Format
 from .messages import History, Message, Part, ToolCallPart, ToolResultPart
-from .policies.commands import call_kind
-from .policies.inputs import cleared_input, input_form, parsed_object
-from .policies.previews import lines_summary
 from .report import Cut
 from .shorten import carried_keys, cleared_form, summary_form
+from .shortforms.commands import call_kind
+from .shortforms.inputs import cleared_input, input_form, parsed_object
+from .shortforms.previews import lines_summary
 from .steps import StepContext
-from .steps._context import dumped
+from .steps.memo import FORGETFUL, Memo, dumped
 from .tokens import TokenCounter, default_counter, serialize_message
+from .turns import Archived, extend, spliced, widest
 
 __all__ = [
     "DEEP_INPUTS",
@@ -153,6 +158,8 @@ class _Checkpoint:
     inputs: int
     saved: int
     eligible: int
+    archived: Archived | None = None
+    """The old turns archived for this request and the ones after it (:mod:`toolkeep.turns`)."""
 
 
 @dataclass(eq=False)
@@ -285,12 +292,15 @@ def bound(
     extras: Sequence[Any] = (),
     inputs: Sequence[Any] = (),
     stage_out: list[Any] | None = None,
+    *,
+    memo: Memo | None = None,
 ) -> list[Any]:
     """``out`` (the policy's output, provider form of ``final``) within the budget; ``stage``
     is the output before the policy's last step, message for message (``stage_out``, its
     provider form, when the caller has it). Fills the report's
     ``tokens_before`` and ``tokens_after``; raises :class:`RequestTooLargeError` when it cannot
-    fit. ``inputs`` (the caller's messages) give the input index of each cut in the report."""
+    fit. ``inputs`` (the caller's messages) give the input index of each cut in the report;
+    ``memo`` (a session's) holds the dumps of earlier requests."""
     limit = ctx.config.max_request_tokens
     assert limit is not None
     state = state if state is not None else WindowState()
@@ -302,7 +312,7 @@ def bound(
     if stage is final:
         stage_out = out
     elif stage_out is None or len(stage_out) != len(stage):
-        stage_out = dumped(fmt, stage, ctx.memo)
+        stage_out = dumped(fmt, stage, memo if memo is not None else FORGETFUL)
     measure = state.sums("stage", stage_out, counts)
     sent = state.sums("out", out, counts)
     before = sent[-1] + extra
@@ -311,10 +321,12 @@ def bound(
     target = int(limit * (1 - MARGIN)) - extra
     fold.run((limit, fmt.name, extra, ctx.store is None), stage, stage_out, measure, target)
     cuts = state.decided
+    archived = state.checkpoints[-1].archived if state.checkpoints else None
 
     def fitted() -> tuple[list[Any], int]:
         result, changed = _apply(fmt, out, final, cuts, state)
-        return result, before + sum([counts.cut(result[i]) - counts(out[i]) for i in changed])
+        total = before + sum([counts.cut(result[i]) - counts(out[i]) for i in changed])
+        return _archived(fmt, result, final, archived, state, counts, total, extra)
 
     def keep() -> None:
         # the counts are kept for the next request, refused or not: else a session whose
@@ -334,8 +346,13 @@ def bound(
             if total <= limit:
                 break
         else:
-            keep()
-            raise RequestTooLargeError(tokens=before, floor=total, limit=limit, unit=_unit(counter))
+            # the widest span of old turns, for this request only; else what is left is what
+            # is never archived
+            archived = widest(fmt, stage, archived, ctx, counts.text)
+            result, total = fitted()
+            if total > limit:
+                keep()
+                raise RequestTooLargeError(tokens=before, floor=total, limit=limit, unit=_unit(counter))
     where = state.locate(inputs) if cuts else {}
     report, rebuilt = ctx.report, state.rebuilt
     reason = f"request budget: {before:,} {_unit(counter)} over max_request_tokens {limit:,}"
@@ -355,6 +372,30 @@ def bound(
     ctx.report.tokens_after = total
     keep()
     return result
+
+
+def _archived(
+    fmt: Format,
+    result: list[Any],
+    final: History,
+    archived: Archived | None,
+    state: WindowState,
+    counts: _Counts,
+    total: int,
+    extra: int,
+) -> tuple[list[Any], int]:
+    """``result`` (with its ``total`` tokens) with the archived turns replaced by their note."""
+    if archived is None:
+        return result, total
+    s, e = archived.start, archived.end
+    if fmt.rules.per_message:
+        gone = sum([counts.cut(result[i]) for i in range(s, e)])
+        return spliced(fmt, result, final, archived), total - gone + archived.tokens
+    history = [
+        entry[2] if (entry := state.rebuilt.get(id(m))) is not None and entry[0] is m else m for m in final
+    ]
+    new = spliced(fmt, result, history, archived)
+    return new, extra + sum([counts.cut(m) for m in new])
 
 
 def _unit(counter: TokenCounter) -> str:
@@ -388,6 +429,7 @@ class _Fold:
         ):
             checkpoints.pop()
         last = checkpoints[-1] if checkpoints else _Checkpoint(-1, (0,) * len(_cuts(state)), 0, 0, 0, 0)
+        archived = last.archived
         if undone is not None and undone != last.marks:
             _undo(state, last.marks, undone)
         del state.results[last.results :], state.inputs[last.inputs :]
@@ -406,14 +448,30 @@ class _Fold:
             total = prefix[b] - saved
             while total > target:
                 step = self._advance(marks)
-                if step is None:
+                if step is None:  # every cut taken: the oldest whole turns go (toolkeep.turns)
+                    archived, step = extend(
+                        self.fmt, stage, prefix, archived, newest, total, target, self._saved_in, self.ctx,
+                        self.counts.text,
+                    )  # fmt: skip
+                    saved += step
                     break
                 total -= step
                 saved += step
             checkpoints.append(
-                _Checkpoint(b, tuple(marks), len(state.results), len(state.inputs), saved, eligible)
+                _Checkpoint(b, tuple(marks), len(state.results), len(state.inputs), saved, eligible, archived)
             )
         state.stage = list(stage)
+
+    def _saved_in(self, start: int, stop: int) -> int:
+        """Tokens the cuts saved in messages ``start`` to ``stop`` (items are in message order)."""
+        saved = 0
+        for items in (self.state.results, self.state.inputs):
+            for n in range(bisect_left(items, start, key=lambda item: item.message), len(items)):
+                item = items[n]
+                if item.message >= stop:
+                    break
+                saved += item.tokens[0] - item.tokens[-1]
+        return saved
 
     def _collect(self, stage: History, sent: list[Any], start: int, stop: int) -> None:
         """The items of messages ``start`` to ``stop`` (now old enough to be cut), in order."""

@@ -5,7 +5,8 @@ Its keys are the command's flags' names with underscores (``--anthropic-upstream
 added later is covered with nothing to write here. A flag given on the command line wins over the
 file, and a flag's environment variable too (the file is the flag's default); a key that names
 no flag is an error that names it (exit 2). Values are TOML's own (``port = 8080``,
-``remote_agents = true``, ``workspace = "/srv/toolkeep"``); a setting flag (``--policy``,
+``remote_agents = true``, ``workspace = "/srv/toolkeep"``, a list for a repeatable flag:
+``allow_host = ["a.internal", "b.internal"]``); a setting flag (``--policy``,
 ``--max-result-chars``, ...) reads its value as it reads its text.
 """
 
@@ -53,6 +54,10 @@ def _read(ctx: click.Context, param: click.Parameter, value: str | None) -> str 
         if name is None:
             known = ", ".join(sorted(keys))
             raise click.BadParameter(f"{value}: unknown key {key!r} (known: {known})", ctx, param)
+        repeatable = isinstance(by_name[name], click.Option) and getattr(by_name[name], "multiple", False)
+        if isinstance(raw, list) and repeatable and all(isinstance(v, (str, int, float)) for v in raw):
+            defaults[name] = raw  # a repeatable flag (--allow-host): a list of its values
+            continue
         if isinstance(raw, (dict, list)) or raw is None:
             raise click.BadParameter(
                 f"{value}: {key} must be a string, number or true/false, not a {type(raw).__name__}",

@@ -96,8 +96,12 @@ def _open_store(url: str | None, root: Path) -> ArchiveStore:
 def _serve_http(endpoint: HttpEndpoint, host: str, port: int) -> None:
     from starlette.applications import Starlette  # both come with the mcp package
 
-    from ..proxy.server import serve
+    from ..proxy.server import ListenError, serve
 
     app = Starlette(routes=endpoint.routes(MCP_PATH), lifespan=lambda _app: endpoint.lifespan())
-    if not serve(app, host, port, path=MCP_PATH):
+    try:
+        started = serve(app, host, port, path=MCP_PATH)
+    except ListenError as exc:
+        raise InputError(str(exc)) from None
+    if not started:
         sys.exit(2)

@@ -60,6 +60,51 @@ _HINT = "toolkeep proxy needs Starlette, uvicorn and httpx: pip install 'toolkee
 @click.option(
     "--store", "store_url", metavar="URL", help="Archive originals there (sqlite:///f.db, redis://...)."
 )
+# -- limits and access (docs/security.md) --
+@click.option(
+    "--max-body-bytes",
+    type=click.IntRange(1),
+    default=64 * 1024 * 1024,
+    show_default=True,
+    metavar="N",
+    help="Larger request bodies get 413 (checked before the body is read, and counted as it arrives).",
+)
+@click.option(
+    "--read-timeout",
+    type=click.FloatRange(0, min_open=True),
+    default=30.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="A request head, or a pause in a request body, longer than this closes the connection.",
+)
+@click.option(
+    "--prepare-timeout",
+    type=click.FloatRange(0, min_open=True),
+    default=5.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="A request whose preparation takes longer is forwarded as it came (and logged).",
+)
+@click.option(
+    "--allow-host",
+    "allow_hosts",
+    multiple=True,
+    metavar="HOST",
+    help="Also answer requests for this Host (name or name:port; * for any). Repeatable.",
+)
+@click.option(
+    "--allow-origin",
+    "allow_origins",
+    multiple=True,
+    metavar="ORIGIN",
+    help="Also answer requests from this browser Origin (https://app.example; * for any). Repeatable.",
+)
+@click.option(
+    "--client-token",
+    envvar="TOOLKEEP_CLIENT_TOKEN",
+    metavar="TOKEN",
+    help="Require X-Toolkeep-Token: TOKEN on every request (env TOOLKEEP_CLIENT_TOKEN); never forwarded.",
+)
 def proxy(
     host: str,
     port: int,
@@ -69,6 +114,12 @@ def proxy(
     remote_agents: bool,
     workspace: str | None,
     store_url: str | None,
+    max_body_bytes: int,
+    read_timeout: float,
+    prepare_timeout: float,
+    allow_hosts: tuple[str, ...],
+    allow_origins: tuple[str, ...],
+    client_token: str | None,
     config: Config,
     team: Team,
 ) -> None:
@@ -86,9 +137,14 @@ def proxy(
     try:
         from ..proxy import make_preparer
         from ..proxy.app import Upstreams, create_app
-        from ..proxy.server import serve
+        from ..proxy.guard import Guard
+        from ..proxy.server import ListenError, listen, serve
     except ImportError:
         raise InputError(_HINT) from None
+    try:
+        listen(host, port).close()  # a busy port or a bad host: one line, before any work
+    except ListenError as exc:
+        raise InputError(str(exc)) from None
     preparer = make_preparer(
         config,
         workspace,
@@ -99,6 +155,31 @@ def proxy(
         max_age_days=team.max_age_days,
     )
     upstreams = Upstreams(anthropic=anthropic_upstream, openai=openai_upstream, gemini=gemini_upstream)
-    app = create_app(preparer, upstreams)
-    if not serve(app, host, port):
+    app = create_app(preparer, upstreams, prepare_timeout=prepare_timeout)
+    guarded = Guard(
+        app,
+        allow_hosts=allow_hosts,
+        allow_origins=allow_origins,
+        client_token=client_token,
+        max_body_bytes=max_body_bytes,
+        read_timeout=read_timeout,
+    )
+    try:
+        started = serve(guarded, host, port, read_timeout=read_timeout, on_stop=app.state.stop)
+    except ListenError as exc:
+        raise InputError(str(exc)) from None
+    if not started:
         sys.exit(2)
+    _exit_now()
+
+
+def _exit_now() -> None:
+    """Exit 0 without waiting for a preparation still running in its thread (one past
+    ``--prepare-timeout``, whose request already went as it came): the store's writes are atomic."""
+    import os
+    import threading
+
+    if any(t is not threading.main_thread() and not t.daemon and t.is_alive() for t in threading.enumerate()):
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)

@@ -285,6 +285,11 @@ class Format(ABC):
     request: ClassVar[RequestShape | None] = None
     """Where a provider's request body holds this format's history, system prompt and tools, and
     where the request goes; ``None`` for a format that is no provider's request (LangChain)."""
+    moving_keys: ClassVar[frozenset[str]] = frozenset()
+    """Keys a client moves from request to request (Anthropic's ``cache_control``, Bedrock's
+    ``cachePoint`` blocks): dropped, at any depth, from a conversation's first message before its
+    key is computed (:func:`toolkeep.conversation_key.conversation_key`), so that moving them
+    starts no new conversation."""
 
     def continuing(self) -> Format:
         """The format to read the history of a request that continues state kept on the server

@@ -138,6 +138,8 @@ class AnthropicFormat(Format):
         api=ANTHROPIC_API,
         route=exact_path("/v1/messages"),
     )
+    moving_keys = frozenset({"cache_control"})
+    """Claude Code marks the last message for the cache: on the first request, the first."""
     rules = FormatRules(
         unique_call_ids=True,
         grouped_results=True,

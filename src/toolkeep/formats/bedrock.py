@@ -113,6 +113,8 @@ class BedrockFormat(Format):
         "messages", system_keys=("system",), tools_keys=("toolConfig",), client_roles=frozenset({"user"})
     )
     """Converse's request (boto3's keyword arguments): no route, the proxy serves no Bedrock API."""
+    moving_keys = frozenset({"cachePoint"})
+    """A ``{"cachePoint": ...}`` block marks where the cache ends, and moves with it."""
     rules = FormatRules(
         unique_call_ids=True,
         grouped_results=True,

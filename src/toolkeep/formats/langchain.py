@@ -161,6 +161,8 @@ class LangChainFormat(Format):
             (p,) = m.parts
             assert isinstance(p, ToolResultPart)
             return self._dump_result(p, objects)
+        if m.raw is None:  # a message the pipeline made (the note of archived turns): its text
+            return _made_text(m, objects)
         kept = {c.id for c in m.calls}
         update: dict[str, Any] = {"tool_calls": [self._dump_call(c) for c in m.calls]}
         fields = _fields(m.raw)
@@ -343,6 +345,25 @@ def _mirrored(data: Any, content: Any, changed: dict[str, Any]) -> dict[str, Any
 
 def _copy_of(value: Any, changed: dict[str, Any]) -> bool:
     return isinstance(value, Mapping) and isinstance(value.get("id"), str) and value["id"] in changed
+
+
+def _made_text(m: Message, objects: bool) -> Any:
+    """A human message holding the text of ``m``, a message the pipeline made."""
+    text = "\n".join([p.text for p in m.parts if isinstance(p, TextPart)])
+    if objects:
+        try:
+            from langchain_core.messages import HumanMessage
+        except ImportError as exc:  # pragma: no cover - objects imply langchain-core is there
+            raise FormatError("building a HumanMessage needs pip install 'toolkeep[langchain]'") from exc
+        return HumanMessage(content=text)
+    data: dict[str, Any] = {
+        "content": text,
+        "additional_kwargs": {},
+        "response_metadata": {},
+        "type": "human",
+        "id": None,
+    }
+    return {"type": "human", "data": data}
 
 
 def _updated(raw: Any, update: dict[str, Any]) -> Any:

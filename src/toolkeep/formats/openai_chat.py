@@ -163,6 +163,8 @@ class OpenAIChatFormat(Format):
             base["content"] = _replace_text(base.get("content"), p.text)
             return base
         base = dict(m.raw) if isinstance(m.raw, Mapping) else {"role": m.role}
+        if m.raw is None:  # a message the pipeline made (the note of archived turns): its text
+            base["content"] = "\n".join([p.text for p in m.parts if isinstance(p, TextPart)])
         calls = [self._dump_call(p) for p in m.parts if isinstance(p, ToolCallPart)]
         if calls:
             base["tool_calls"] = calls

@@ -326,6 +326,9 @@ class OpenAIResponsesFormat(Format):
                 out.extend(items)
             elif not m.dirty and m.raw is not None:
                 out.append(m.raw)
+            elif m.raw is None and not m.results:  # a message the pipeline made: its text
+                text = "\n".join([p.text for p in m.parts if isinstance(p, TextPart)])
+                out.append({"type": "message", "role": m.role, "content": text})
             else:
                 out.extend(self._dump_result(p, kinds.get(p.call_id, "")) for p in m.results)
         out.extend(after_outputs)

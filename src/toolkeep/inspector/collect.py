@@ -12,10 +12,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..costs import RequestCost
+from ..figures import RecordedSession, RequestTrace
 from ..formats import get_format
 from ..messages import History, ToolCallPart, ToolResultPart
-from ..replay.importers import RecordedSession
-from ..replay.replay import RequestTrace
 from ..report import Cut
 
 __all__ = ["Move", "ResultLife", "SessionTrace"]

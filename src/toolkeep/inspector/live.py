@@ -18,9 +18,8 @@ from html import escape
 from typing import Any
 
 from ..costs import RequestCost
+from ..figures import RESULT_COUNTS, RecordedSession, ReplayResult, RequestTrace, Side, combine
 from ..pricing import Pricing
-from ..replay.importers import RecordedSession
-from ..replay.replay import RESULT_COUNTS, ReplayResult, RequestTrace, Side, combine
 from ..report import REPAIR_KINDS, Report
 from .collect import SessionTrace
 from .page import render

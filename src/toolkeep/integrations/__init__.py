@@ -43,13 +43,14 @@ def require(module: str, extra: str, what: str) -> ModuleType:
 class SessionOwner(Closing):
     """Holds a :class:`~toolkeep.Session`: the caller's (used as is, left open) or its own, made
     from ``config`` and closed (its workspace removed) on :meth:`close` or at the end of a
-    ``with`` block."""
+    ``with`` block. Without ``config``, its own session reads the environment unless the
+    constructor was given ``trust_env=False`` (:meth:`toolkeep.Config.resolve`)."""
 
     session: Session
 
-    def _hold(self, session: Session | None, config: Config | None) -> None:
+    def _hold(self, session: Session | None, config: Config | None, trust_env: bool = True) -> None:
         self._owns_session = session is None
-        self.session = session if session is not None else Session(config)
+        self.session = session if session is not None else Session(config, trust_env=trust_env)
 
     def close(self) -> None:
         """Close the session (and remove its workspace) if this object made it."""

@@ -59,10 +59,15 @@ class ToolkeepMiddleware(SessionOwner, AgentMiddleware):
     """
 
     def __init__(
-        self, session: Session | None = None, *, config: Config | None = None, recall: bool = True
+        self,
+        session: Session | None = None,
+        *,
+        config: Config | None = None,
+        recall: bool = True,
+        trust_env: bool = True,
     ) -> None:
         super().__init__()
-        self._hold(session, config)
+        self._hold(session, config, trust_env)
         self.tools = (
             langchain_tools(
                 store=self.session.recall_store, workspace=self.session.workspace, config=self.session.config

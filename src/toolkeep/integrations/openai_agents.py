@@ -67,8 +67,9 @@ class ToolkeepInputFilter(SessionOwner):
         *,
         config: Config | None = None,
         server_managed: bool | None = None,
+        trust_env: bool = True,
     ) -> None:
-        self._hold(session, config)
+        self._hold(session, config, trust_env)
         self.tools: list[FunctionTool] = recall_function_tools(self.session)
         """``recall`` and ``read_result`` for the agent's ``tools``."""
         self.server_managed = server_managed

@@ -83,6 +83,7 @@ class ToolLoop(SessionOwner):
         session: Session | None = None,
         config: Config | None = None,
         max_concurrency: int = 8,
+        trust_env: bool = True,
     ) -> None:
         if format not in LOOP_FORMATS:
             raise ConfigError(f"ToolLoop format must be one of {', '.join(LOOP_FORMATS)}, got {format!r}")
@@ -99,9 +100,9 @@ class ToolLoop(SessionOwner):
         self._format = get_format(format)
         declared = {name: cap for name, f in self.tools.items() if (cap := declared_cap(f)) is not None}
         if session is None and declared:
-            config = config if config is not None else Config.from_env()
+            config = Config.resolve(config, trust_env=trust_env)
             config = config.replace(tool_caps={**config.tool_caps, **_declared_settings(config, declared)})
-        self._hold(session, config)
+        self._hold(session, config, trust_env)
         self._declared = _declared_settings(self.session.config, declared)
         """Each declared cap as the setting it enters with, by lowercased tool name: the one a
         result is cut to when it enters, and (in the session this loop made) in ``prepare``."""

@@ -29,9 +29,9 @@ __all__ = [
 ]
 
 
+from ..shortforms.inputs import RestoreInputs
 from ..steps import restore_originals
 from .economy import EconomyCompactor, economy_steps
-from .inputs import RestoreInputs
 from .seed import SeedMicrocompactor, seed_steps
 from .spec import spec_steps
 

@@ -14,7 +14,7 @@ from typing import Any
 from ..formats import MESSAGE_CHARS_SLACK, Format
 from ..messages import History, Role, ToolCallPart, ToolResultPart
 from ..pricing import Pricing
-from .commands import Kind
+from ..shortforms.commands import Kind
 
 __all__ = ["SLACK", "FoldState", "Item", "account", "allowance", "grow_chars"]
 

@@ -38,13 +38,13 @@ from ..config import Config, Economy
 from ..formats import text_chars
 from ..messages import History, Part, ToolCallPart, ToolResultPart
 from ..pricing import resolve_pricing
-from ..steps import Microcompactor, Step, StepContext
+from ..shortforms.commands import Kind, call_kind, call_target
+from ..shortforms.inputs import RestoreInputs, parsed_object
+from ..shortforms.previews import names_of
+from ..steps import Microcompactor, Reuse, Step, StepContext
 from .accounting import FoldState, Item, account, allowance, grow_chars
-from .commands import Kind, call_kind, call_target
 from .cost import CostModel
 from .forms import Forms
-from .inputs import RestoreInputs, parsed_object
-from .previews import names_of
 from .spec import spec_steps
 
 __all__ = ["EconomyCompactor", "EconomyPlan", "economy_steps"]
@@ -55,12 +55,14 @@ _FAILURE = re.compile(
 )
 
 
-class EconomyCompactor(Step):
+class EconomyCompactor:
     """The economy policy's compaction step (see the module docstring). On its own it decides
-    a whole history at once; in a session the engine keeps its :meth:`new_plan`."""
+    a whole history at once; in a session the engine keeps its plan (:attr:`reuse`)."""
 
     def __init__(self, economy: Economy | None = None) -> None:
         self.economy = economy or Economy()
+        self.reuse = Reuse(plan=self.new_plan)
+        """It decides over the whole session: a session keeps an :class:`EconomyPlan`."""
 
     def new_plan(self) -> EconomyPlan:
         return EconomyPlan(self.economy)
@@ -255,7 +257,7 @@ class EconomyPlan:
                     why = (
                         self.side_reasons.get(id(item), item.reason) if id(item) in self.side else item.reason
                     )
-                    ctx.report.add_cut(kind, cut, ctx.index_offset + item.message - start, current.text, why)
+                    ctx.add_cut(kind, cut, item.message - start, current.text, why)
                 new: Part = cut
             elif isinstance(current, ToolCallPart):
                 new = current.with_arguments(form)
@@ -277,7 +279,9 @@ class EconomyPlan:
         e = self.economy
         if item.kind is None:
             return e.inputs and self.forms.size(item, 2, ctx) < self.forms.size(item, 0, ctx)
-        return len(item.obj.full_text) > e.min_chars  # type: ignore[union-attr]
+        # small results keep their text: only the request budget, as a last resort, cuts them
+        least = ctx.config.compact_min_chars if e.min_chars is None else e.min_chars
+        return len(item.obj.full_text) > least  # type: ignore[union-attr]
 
     def _items(
         self,

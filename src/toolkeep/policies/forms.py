@@ -3,7 +3,7 @@
 A result has four tiers, each never longer than the one before: as it entered (0; a preview cut
 by a cap or the budget gets the ``names:`` index of what it left out), trimmed (1), the summary
 (2) and the lean summary (:data:`LEAN`), as long as lets its move cost nothing. A call's input
-has two: as sent (0) and shortened (2, see :mod:`toolkeep.policies.inputs`). Every form is
+has two: as sent (0) and shortened (2, see :mod:`toolkeep.shortforms.inputs`). Every form is
 computed from the original the first time it is asked for and kept on the item.
 """
 
@@ -20,10 +20,10 @@ from ..formats import input_chars, text_chars
 from ..messages import Message, ToolCallPart, ToolResultPart
 from ..pricing import resolve_pricing
 from ..shorten import CAP_LINE_RE, carried_keys, compact_form, summary_form
+from ..shortforms.inputs import input_form, parsed_object
+from ..shortforms.previews import lines_summary, trimmed_form, with_names
 from ..steps import StepContext
 from .accounting import SLACK, Item
-from .inputs import input_form, parsed_object
-from .previews import lines_summary, trimmed_form, with_names
 
 __all__ = ["LEAN", "STUB", "Forms"]
 

@@ -22,21 +22,19 @@ from ..config import Config
 from ..content_type import detect_content_type_seed
 from ..messages import History, ToolResultPart
 from ..shorten import carried_keys, compact_form, summary_form
-from ..steps import Microcompactor, Step, StepContext, ToolCaps, iter_results, replace_results
+from ..steps import Microcompactor, Reuse, Step, StepContext, ToolCaps, replace_results
 from .spec import spec_steps
 
 __all__ = ["SeedMicrocompactor", "seed_steps"]
 
 
-class SeedMicrocompactor(Step):
+class SeedMicrocompactor:
     """ChatCLI's microcompaction: at age >= ``truncate_turns`` a result whose current text is over
     ``min_chars`` becomes head+tail; at age >= ``summarize_turns`` one whose current text is
     still over ``min_chars`` becomes the one-line summary. Nothing is preserved.
 
     Deliberately not a :class:`~toolkeep.steps.Microcompactor` subclass: the seed's behaviour
     must not follow the SPEC step as it evolves."""
-
-    block_local = True
 
     def __init__(
         self,
@@ -52,13 +50,8 @@ class SeedMicrocompactor(Step):
         self.min_chars = min_chars
         self.head = head
         self.tail = tail
-
-    def age_key(self, age: int, ctx: StepContext) -> int:
-        """The tier an age puts a result in: 0 kept, 1 truncated, 2 summarized."""
-        return 2 if age >= self.summarize_turns else 1 if age >= self.truncate_turns else 0
-
-    def age_horizon(self, ctx: StepContext) -> int:
-        return self.summarize_turns
+        self.reuse = Reuse(block_local=True, tiers=(truncate_turns, summarize_turns))
+        """Block by block; a result's form changes at the two ages."""
 
     def form(self, text: str, age: int, keys: list[str], paths: list[str]) -> str:
         """The text after the in-place edits of every age up to ``age``, starting from ``text``."""
@@ -77,18 +70,18 @@ class SeedMicrocompactor(Step):
 
     def __call__(self, history: History, ctx: StepContext) -> History:
         updates: dict[tuple[int, int], ToolResultPart] = {}
-        for slot in iter_results(history, ctx.age_offset):
+        for slot in ctx.results(history):
             p = slot.result
             if slot.age < self.truncate_turns or len(p.text) <= self.min_chars:
                 continue
-            new = ctx.remembered("seed", p, self._cut, p, slot.age, ctx, extra=self.age_key(slot.age, ctx))
+            new = self._cut(p, slot.age, ctx)
             if new is None:
                 continue
             updates[(slot.message, slot.part)] = new
             kind = "summarized" if new.text.startswith("[Old tool result cleared") else "truncated"
             reason = f"age {slot.age}: cut from age {self.truncate_turns}"
-            ctx.report.add_cut(kind, new, ctx.index_offset + slot.message, p.text, reason)
-        return replace_results(history, updates, ctx.memo)
+            ctx.add_cut(kind, new, slot.message, p.text, reason)
+        return replace_results(history, updates)
 
     def _cut(self, p: ToolResultPart, age: int, ctx: StepContext) -> ToolResultPart | None:
         key = p.key or ctx.archive(p.full_text)

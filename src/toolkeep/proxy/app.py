@@ -10,13 +10,14 @@ disconnects cancels the upstream request.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
-import json
 import logging
 import re
 import time
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 import anyio
 import httpx
@@ -28,6 +29,7 @@ from starlette.types import Receive, Scope, Send
 
 from ..mcp_server import create_http_endpoint
 from ..recall import MCP_PATH
+from .guard import provider_error
 from .observe import observer_for
 from .prepare import Outcome, Preparer
 from .routes import DEFAULT_UPSTREAMS, prepared_route, provider_for
@@ -47,6 +49,11 @@ GIL, and many of them take turns at a cost (50 conversations sending back to bac
 the proxy's CPU a request with anyio's 40 threads, 7.8 ms with two, and 40 % more requests a
 second). Two, not one: a long request (a big history the proxy has not seen) leaves a thread
 for the others."""
+LARGE_BODY_BYTES = 1024 * 1024
+"""A body this big or bigger is prepared by threads of its own (:data:`PREPARING_THREADS` of them
+too): one conversation's large request never holds up another's small one."""
+PREPARE_TIMEOUT = 5.0
+"""Seconds a request's preparation may take; after that it is forwarded as it came (fail open)."""
 
 _HOP_BY_HOP = frozenset(
     {b"connection", b"keep-alive", b"proxy-connection", b"transfer-encoding", b"te", b"trailer",
@@ -71,10 +78,17 @@ class Upstreams:
 
 
 def create_app(
-    preparer: Preparer, upstreams: Upstreams, *, client: httpx.AsyncClient | None = None
+    preparer: Preparer,
+    upstreams: Upstreams,
+    *,
+    client: httpx.AsyncClient | None = None,
+    prepare_timeout: float = PREPARE_TIMEOUT,
 ) -> Starlette:
     """The ASGI application of a proxy (``toolkeep proxy`` runs it on uvicorn); its
-    ``state.preparing`` is the limiter of the threads that prepare requests."""
+    ``state.preparing`` is the limiter of the threads that prepare requests (``state.preparing_large``
+    those of large bodies), its ``state.stop()`` (thread- and signal-safe) makes the requests in
+    preparation go as they came: the server is stopping. A preparation that takes longer than
+    ``prepare_timeout`` seconds is left to finish in its thread, and the request goes as it came."""
     owned = client is None
     http = client or httpx.AsyncClient(
         timeout=httpx.Timeout(connect=30.0, read=600.0, write=600.0, pool=60.0),
@@ -84,6 +98,43 @@ def create_app(
 
     preparing = anyio.CapacityLimiter(PREPARING_THREADS)
     observer = observer_for(preparer)  # /metrics, /toolkeep/stats, --log-json
+    preparing_large = anyio.CapacityLimiter(PREPARING_THREADS)
+    stopping = _Stopping()
+
+    async def prepare(route: str, request: Request, body: bytes) -> Outcome:
+        """The request's outcome, or, past the timeout or once the server stops, its body as it came."""
+        done: list[Outcome] = []
+        limiter = preparing_large if len(body) >= LARGE_BODY_BYTES else preparing
+        with anyio.move_on_after(prepare_timeout) as timer:
+            async with anyio.create_task_group() as group:
+
+                async def run() -> None:
+                    done.append(
+                        await anyio.to_thread.run_sync(
+                            preparer.prepare,
+                            route,
+                            body,
+                            _mcp_url(request),
+                            limiter=limiter,
+                            abandon_on_cancel=True,
+                        )
+                    )
+                    group.cancel_scope.cancel()
+
+                async def stop() -> None:
+                    await stopping.wait()
+                    group.cancel_scope.cancel()
+
+                group.start_soon(run)
+                group.start_soon(stop)
+        if done:
+            return done[0]
+        why = (
+            f"preparing took over {prepare_timeout:g} s (--prepare-timeout)"
+            if timer.cancelled_caught
+            else "the proxy is stopping"
+        )
+        return Outcome(body, error=why)
 
     async def conversations(request: Request) -> Response:
         return HTMLResponse(preparer.records.index())
@@ -103,22 +154,16 @@ def create_app(
         route = prepared_route(request.method, path)
         outcome: Outcome | None = None
         if route is not None:
-            outcome = await anyio.to_thread.run_sync(
-                preparer.prepare, route, body, _mcp_url(request), limiter=preparing
-            )
+            outcome = await prepare(route, request, body)
             if outcome.error is not None:
                 log.warning(
                     "toolkeep proxy: %s %s: forwarded unchanged: %s", request.method, path, outcome.error
                 )
             body = outcome.body
         preparer.totals.add(outcome)
-        # the path as it came, not as Starlette decoded it (``%2F`` stays ``%2F``)
-        raw_path = request.scope.get("raw_path")
-        url = upstreams.base_for(path, request.headers) + (raw_path.decode("latin-1") if raw_path else path)
-        if request.url.query:
-            url += "?" + request.url.query
+        base = upstreams.base_for(path, request.headers)
         return Forwarded(
-            http, _upstream_request(http, request, url, body), request, outcome, started, preparer
+            http, _upstream_request(http, request, base, body), request, outcome, started, preparer
         )
 
     table = preparer.conversations
@@ -126,9 +171,13 @@ def create_app(
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        stopping.bind()
         async with mcp.lifespan():
             yield
-        await anyio.to_thread.run_sync(preparer.conversations.close)  # their pins go
+        # their pins go; a preparation still running (past its timeout) holds its conversation:
+        # that one is not waited for long (the store's writes are atomic)
+        with anyio.move_on_after(2.0):
+            await anyio.to_thread.run_sync(preparer.conversations.close, abandon_on_cancel=True)
         await anyio.to_thread.run_sync(observer.close)  # the statistics left are written
         if owned:
             await http.aclose()
@@ -142,6 +191,8 @@ def create_app(
     ]
     app = Starlette(routes=routes, lifespan=lifespan)
     app.state.preparing = preparing
+    app.state.preparing_large = preparing_large
+    app.state.stop = stopping.set
     return app
 
 
@@ -161,15 +212,24 @@ _HOST = re.compile(r"[A-Za-z0-9.-]{1,253}(?::[0-9]{1,5})?|\[[0-9A-Fa-f:.]{2,45}\
 """A host and port as a URL holds them: a name or IPv4 address, or an IPv6 one in brackets."""
 
 
-def _upstream_request(http: httpx.AsyncClient, request: Request, url: str, body: bytes) -> httpx.Request:
-    """The request to the upstream: the client's headers as they came (but hop-by-hop ones),
-    and no header httpx would add of its own."""
+def _upstream_request(http: httpx.AsyncClient, request: Request, base: str, body: bytes) -> httpx.Request:
+    """The request to the upstream at the base URL ``base``: the path and query as they came
+    (never decoded: ``%2F`` stays ``%2F``; never resolved: ``/../`` stays, where httpx would
+    resolve it, so the request line's target is httpcore's ``target`` extension), the client's
+    headers as they came (but hop-by-hop ones), and no header httpx would add of its own."""
+    raw_path = request.scope.get("raw_path") or request.url.path.encode("latin-1")
+    query = request.scope.get("query_string", b"")
+    tail = raw_path + (b"?" + query if query else b"")
+    url = base + tail.decode("latin-1")
     headers = [
         (name, value)
         for name, value in request.scope["headers"]
         if name.lower() not in _HOP_BY_HOP and name.lower() not in _RECOMPUTED
     ]
-    upstream = http.build_request(request.method, url, headers=headers, content=body)
+    target = urlsplit(base).path.encode("latin-1") + tail
+    upstream = http.build_request(
+        request.method, url, headers=headers, content=body, extensions={"target": target}
+    )
     sent = {name.lower() for name, _ in request.scope["headers"]}
     for name in list(upstream.headers.keys()):
         encoded = name.lower().encode("latin-1")
@@ -209,7 +269,7 @@ class Forwarded(Response):
                     while True:
                         message = await receive()
                         if message["type"] == "http.disconnect":
-                            if self.end != "ok":
+                            if self.end == "cancelled":  # (an answer delivered says what it was)
                                 self.end = "client disconnected"
                             group.cancel_scope.cancel()
                             return
@@ -225,9 +285,9 @@ class Forwarded(Response):
             response = await self.http.send(self.upstream, stream=True)
         except httpx.HTTPError as exc:
             self.end = f"upstream unreachable: {type(exc).__name__}"
-            await _send_error(
-                send, 502, f"toolkeep proxy: the upstream could not be reached ({type(exc).__name__})"
-            )
+            provider = provider_for(self.request.url.path, self.request.headers).name
+            message = f"toolkeep proxy: the upstream could not be reached ({type(exc).__name__})"
+            await _send_error(send, 502, provider_error(provider, 502, message))
             return
         try:
             self.status_code = response.status_code
@@ -272,8 +332,30 @@ class Forwarded(Response):
         )  # fmt: skip
 
 
-async def _send_error(send: Send, status: int, message: str) -> None:
-    body = json.dumps({"type": "error", "error": {"type": "proxy_error", "message": message}}).encode()
+class _Stopping:
+    """An event set from a signal handler (any thread) and awaited in the server's loop."""
+
+    def __init__(self) -> None:
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._event: asyncio.Event | None = None
+
+    def bind(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._event = asyncio.Event()
+
+    def set(self) -> None:
+        if self._loop is not None and self._event is not None:
+            with contextlib.suppress(RuntimeError):  # the loop has closed: nothing waits
+                self._loop.call_soon_threadsafe(self._event.set)
+
+    async def wait(self) -> None:
+        if self._event is None:
+            await anyio.sleep_forever()
+        else:
+            await self._event.wait()
+
+
+async def _send_error(send: Send, status: int, body: bytes) -> None:
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body, "more_body": False})

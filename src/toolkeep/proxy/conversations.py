@@ -23,9 +23,11 @@ from typing import Any
 
 from ..config import Config
 from ..conversation_key import conversation_key as first_message_key
+from ..formats import get_format
 from ..policies import build_steps
 from ..session import Session
 from ..shorten import archive_key
+from ..steps import reuse_of
 from ..stores import ArchiveStore
 from ..workspace import Workspace
 from .files import WaysBack, with_files
@@ -35,9 +37,14 @@ __all__ = ["Conversation", "Conversations", "conversation_key"]
 
 
 def conversation_key(route: str, history: Sequence[Any]) -> str:
-    """The key of the conversation ``history`` belongs to: its route and its first item, as a
-    :class:`~toolkeep.Session` tells its conversations apart."""
-    return _route_key(route, first_message_key(history[0] if history else None))
+    """The key of the conversation ``history`` belongs to: its route and its first item (without
+    the keys its format's clients move), as a :class:`~toolkeep.Session` tells its conversations
+    apart."""
+    return _route_key(route, _first_key(route, history))
+
+
+def _first_key(route: str, history: Sequence[Any]) -> str:
+    return first_message_key(history[0] if history else None, get_format(route).moving_keys)
 
 
 def _route_key(route: str, first: str) -> str:
@@ -89,10 +96,11 @@ class Conversations:
         """Conversations begun (a conversation that expired and came back counts again)."""
         self._table: OrderedDict[str, Conversation] = OrderedDict()
         self._lock = threading.Lock()
-        self._min_chars = min(config.compact_min_chars, config.economy.min_chars)
+        own = config.economy.min_chars  # None: the config's threshold
+        self._min_chars = config.compact_min_chars if own is None else min(config.compact_min_chars, own)
         steps = build_steps(config)
         self.timeline: Timeline | None = (
-            Timeline(store, wall_clock) if steps and steps[-1].new_plan() is not None else None
+            Timeline(store, wall_clock) if steps and reuse_of(steps[-1]).plan is not None else None
         )
         """The requests' times, shared by the replicas, for a policy that decides with time."""
 
@@ -101,7 +109,7 @@ class Conversations:
 
     def get(self, route: str, history: Sequence[Any]) -> Conversation:
         """The conversation ``history`` continues, or a new one (expiring idle ones first)."""
-        first = first_message_key(history[0] if history else None)
+        first = _first_key(route, history)
         key = _route_key(route, first)
         now = self.clock()
         dropped: list[Conversation] = []

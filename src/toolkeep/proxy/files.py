@@ -30,7 +30,7 @@ from __future__ import annotations
 import contextlib
 import json
 import re
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -39,7 +39,7 @@ from ..formats import FORMATS, Format, ToolSpec, validate
 from ..messages import History, Message, Part
 from ..recall import MCP_PATH, recall_tool_name
 from ..shorten import archive_key
-from ..steps import Step, StepContext
+from ..steps import Reuse, Step, StepContext
 from ..stores import ArchiveStore
 
 __all__ = [
@@ -164,18 +164,15 @@ class WaysBack:
             self.store.put(self._record(key), json.dumps({"way": way}, separators=(",", ":")))
 
 
-class PersistOnEntry(Step):
+class PersistOnEntry:
     """Save each result over ``min_chars`` to the workspace and set its ``saved_path``.
 
     The message is not marked dirty: its text is what it was, so it goes out as it came."""
 
-    block_local = True
+    reuse = Reuse(block_local=True)
 
     def __init__(self, min_chars: int) -> None:
         self.min_chars = min_chars
-
-    def age_key(self, age: int, ctx: StepContext) -> Hashable:
-        return ()
 
     def __call__(self, history: History, ctx: StepContext) -> History:
         out: History | None = None
@@ -186,7 +183,7 @@ class PersistOnEntry(Step):
             for j, p in enumerate(m.parts):
                 if p.kind != "tool_result" or p.saved_path or len(p.full_text) <= self.min_chars:
                     continue
-                path, _ = ctx.remembered("persist-on-entry", p, ctx.persist, p.call_id, p.full_text)
+                path, _ = ctx.persist(p.call_id, p.full_text)
                 if path is None:
                     continue  # the save error is in the report; the forms say so
                 if parts is None:

@@ -13,9 +13,11 @@ When toolkeep changes nothing the original bytes go out as they came.
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -195,8 +197,10 @@ class Preparer:
                 past.append(value)
             return value
 
+        decoder = json.JSONDecoder(parse_float=number, parse_constant=refuse_constant)
+        raw = _RawBody.read(body, decoder)
         try:
-            document = json.loads(body, parse_float=number, parse_constant=refuse_constant)
+            document = raw.document if raw is not None else decoder.decode(body.decode("utf-8-sig"))
         except (ValueError, RecursionError) as exc:
             return Outcome(body, error=f"the body is not JSON ({type(exc).__name__}: {_short(exc)})")
         if past:  # it could not be written back as it came: nothing is prepared, nothing recorded
@@ -261,9 +265,17 @@ class Preparer:
             self.records.record(
                 conversation.key, route, pricing, unmanaged, managed, report, history, out_history
             )
-        out = (
-            _document(prepared, request.key, out_texts).encode("utf-8", "surrogatepass") if changed else body
-        )
+        if changed:
+            # unchanged items and fields go as they came (their bytes, escapes and all); the rest
+            # as UTF-8, a lone surrogate escaped (never its invalid bytes)
+            wire = raw.items if raw is not None and raw.key == request.key else {}
+            items = [
+                _item_text(m, n, history, wire) or _wire(text)
+                for n, (m, text) in enumerate(zip(out_history, out_texts, strict=True))
+            ]
+            out = _document(prepared, request.key, items, raw).encode("utf-8")
+        else:
+            out = body
         return Outcome(
             out,
             conversation=conversation.key,
@@ -295,18 +307,132 @@ class Preparer:
         return found
 
 
-def _document(document: dict[str, Any], key: str, items: list[str]) -> str:
-    """The compact JSON text of ``document`` (as :func:`~toolkeep.tokens.serialize_message` writes
-    a value) where ``document[key]`` is the list whose items' texts are ``items``: the history,
-    already serialized item by item, is joined, not serialized again."""
-    return (
-        "{"
-        + ",".join(
-            f"{serialize_message(name)}:{'[' + ','.join(items) + ']' if name == key else serialize_message(value)}"
-            for name, value in document.items()
-        )
-        + "}"
-    )
+def _document(document: dict[str, Any], key: str, items: list[str], raw: _RawBody | None) -> str:
+    """The JSON text of ``document`` where ``document[key]`` is the list whose items' texts are
+    ``items`` (the history, already serialized item by item, is joined, not serialized again);
+    a field that is the very value the body held is its text in the body, the others compact
+    (as :func:`~toolkeep.tokens.serialize_message` writes a value, lone surrogates escaped)."""
+    fields = raw.fields if raw is not None else {}
+    parts = []
+    for name, value in document.items():
+        if name == key:
+            text = "[" + ",".join(items) + "]"
+            found = fields.get(name)
+            parts.append(f"{found[1] if found is not None else _wire(serialize_message(name))}:{text}")
+            continue
+        found = fields.get(name)
+        if found is not None and found[0] is value:
+            parts.append(f"{found[1]}:{found[2]}")
+        else:
+            parts.append(f"{_wire(serialize_message(name))}:{_wire(serialize_message(value))}")
+    return "{" + ",".join(parts) + "}"
+
+
+def _item_text(item: Any, n: int, history: Sequence[Any], wire: dict[int, str]) -> str | None:
+    """The text item ``n`` of the history going upstream had in the body: when it is the body's
+    own item, or equal to the body's item at its place (the session hands back the copy it sent
+    last time for an unchanged prefix); else ``None``."""
+    found = wire.get(id(item))
+    if found is None and n < len(history) and type(item) is type(history[n]) and item == history[n]:
+        found = wire.get(id(history[n]))
+    return found
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _wire(text: str) -> str:
+    """JSON text as UTF-8 can carry it: each lone surrogate (only a string literal holds one, as
+    ``json`` read it from an escape) written as its escape again."""
+    return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text) if _SURROGATE.search(text) else text
+
+
+_SPACE = re.compile(r"[ \t\n\r]*")
+
+
+@dataclass
+class _RawBody:
+    """A request body read as a JSON object, with the text each field's name and value, and each
+    item of a list value, had in it (see :meth:`read`)."""
+
+    document: dict[str, Any]
+    fields: dict[str, tuple[Any, str, str]]
+    """Each field: its value, its name's text and its value's text."""
+    key: str | None
+    items: dict[int, str]
+    """The text of each item of the list fields, by the item's ``id`` (the one list, if several,
+    that :attr:`key` names: the first list field)."""
+
+    @classmethod
+    def read(cls, body: bytes, decoder: json.JSONDecoder) -> _RawBody | None:
+        """The body read by ``decoder``'s own scanner, value by value, keeping each value's text;
+        ``None`` when it is no UTF-8 JSON object (the caller reads it as ``json`` does, for its
+        error or for another encoding)."""
+        try:
+            text = body.decode("utf-8")
+            return cls._read(text, decoder.scan_once)  # type: ignore[attr-defined]
+        except (ValueError, StopIteration, IndexError, RecursionError):
+            return None
+
+    @classmethod
+    def _read(cls, text: str, scan: Any) -> _RawBody | None:
+        document: dict[str, Any] = {}
+        fields: dict[str, tuple[Any, str, str]] = {}
+        lists: dict[str, dict[int, str]] = {}
+        pos = _SPACE.match(text, 0).end()  # type: ignore[union-attr]
+        if text[pos] != "{":
+            return None
+        pos = _SPACE.match(text, pos + 1).end()  # type: ignore[union-attr]
+        if text[pos] == "}":
+            pos += 1
+        else:
+            while True:
+                if text[pos] != '"':
+                    return None
+                name, end = json.decoder.scanstring(text, pos + 1)  # type: ignore[attr-defined]
+                name_text = text[pos:end]
+                pos = _SPACE.match(text, end).end()  # type: ignore[union-attr]
+                if text[pos] != ":":
+                    return None
+                pos = _SPACE.match(text, pos + 1).end()  # type: ignore[union-attr]
+                start = pos
+                if text[pos] == "[":
+                    value, pos, lists[name] = _read_list(text, pos, scan)
+                else:
+                    value, pos = scan(text, pos)
+                document[name] = value
+                fields[name] = (value, name_text, text[start:pos])
+                pos = _SPACE.match(text, pos).end()  # type: ignore[union-attr]
+                if text[pos] == "}":
+                    pos += 1
+                    break
+                if text[pos] != ",":
+                    return None
+                pos = _SPACE.match(text, pos + 1).end()  # type: ignore[union-attr]
+        if _SPACE.match(text, pos).end() != len(text):  # type: ignore[union-attr]
+            return None
+        key = next((k for k in ("messages", "input", "contents") if k in lists), None)
+        return cls(document, fields, key, lists[key] if key is not None else {})
+
+
+def _read_list(text: str, pos: int, scan: Any) -> tuple[list[Any], int, dict[int, str]]:
+    """The list at ``text[pos]`` (a ``[``), where it ends, and each item's text by its ``id``."""
+    items: list[Any] = []
+    texts: dict[int, str] = {}
+    pos = _SPACE.match(text, pos + 1).end()  # type: ignore[union-attr]
+    if text[pos] == "]":
+        return items, pos + 1, texts
+    while True:
+        start = pos
+        item, pos = scan(text, pos)
+        items.append(item)
+        texts[id(item)] = text[start:pos]
+        pos = _SPACE.match(text, pos).end()  # type: ignore[union-attr]
+        if text[pos] == "]":
+            return items, pos + 1, texts
+        if text[pos] != ",":
+            raise ValueError("no , between items")
+        pos = _SPACE.match(text, pos + 1).end()  # type: ignore[union-attr]
 
 
 def _short(exc: BaseException) -> str:

@@ -1,23 +1,36 @@
 """Running the proxy: uvicorn serving the app, one line on stderr when it listens.
 
-uvicorn handles SIGTERM and SIGINT: it stops accepting, lets in-flight responses finish (for at
-most ``graceful_seconds``, then closes them) and runs the app's shutdown, which closes the
-upstream client. The store's writes are atomic (a file renamed into place, a SQLite or Redis
-transaction), so a stop never leaves one half-written.
+The listening socket is bound here, before uvicorn starts: a port in use or a host that does not
+resolve is :class:`ListenError` (the command's one line and exit 2), not uvicorn's. uvicorn
+handles SIGTERM and SIGINT: it stops accepting, lets in-flight responses finish (for at most
+``graceful_seconds``, then closes them) and runs the app's shutdown, which closes the upstream
+client; ``on_stop`` is called at the signal (the proxy forwards the requests it is still
+preparing as they came). The store's writes are atomic (a file renamed into place, a SQLite or
+Redis transaction), so a stop never leaves one half-written. A connection whose request head
+does not arrive within ``read_timeout`` seconds is closed (uvicorn times out only idle
+keep-alive connections).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import signal
 import socket
 import sys
+from collections.abc import Callable
 from types import FrameType
 from typing import Any
 
 import uvicorn
+from uvicorn.config import HTTP_PROTOCOLS
+from uvicorn.importer import import_from_string
 
-__all__ = ["serve"]
+__all__ = ["ListenError", "serve"]
+
+
+class ListenError(Exception):
+    """The proxy cannot listen where it was told to (the message says why, in one line)."""
 
 
 class _Server(uvicorn.Server):
@@ -27,12 +40,15 @@ class _Server(uvicorn.Server):
 
     path = ""
     """What the line saying where it listens puts after the port."""
+    on_stop: Callable[[], None] | None = None
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         if self.should_exit and sig == signal.SIGINT:
             self.force_exit = True  # a second Ctrl-C: stop waiting for the streams in flight
         else:
             self.should_exit = True
+            if self.on_stop is not None:
+                self.on_stop()
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         await super().startup(sockets)
@@ -44,9 +60,87 @@ class _Server(uvicorn.Server):
         sys.stderr.flush()
 
 
-def serve(app: Any, host: str, port: int, *, graceful_seconds: float = 30.0, path: str = "") -> bool:
-    """Serve ``app`` until a signal stops it; False when it could not start (port taken).
-    ``path`` follows the port in the line saying where it listens."""
+def _protocol(read_timeout: float) -> type[asyncio.Protocol]:
+    """uvicorn's HTTP protocol (httptools when installed, else h11), closing a connection whose
+    request head has not arrived ``read_timeout`` seconds after it opened or after its last
+    answer."""
+    try:
+        import httptools  # noqa: F401
+
+        base: Any = import_from_string(HTTP_PROTOCOLS["httptools"])
+    except ImportError:
+        base = import_from_string(HTTP_PROTOCOLS["h11"])
+
+    class Protocol(base):  # type: ignore[misc]
+        _head_timer: asyncio.TimerHandle | None = None
+
+        def _arm(self) -> None:
+            if self._head_timer is not None:
+                self._head_timer.cancel()
+            self._head_timer = self.loop.call_later(read_timeout, self._head_timed_out)
+
+        def _head_timed_out(self) -> None:
+            self._head_timer = None
+            cycle = self.cycle
+            if (cycle is None or cycle.response_complete) and not self.transport.is_closing():
+                self.transport.close()
+
+        def connection_made(self, transport: Any) -> None:
+            super().connection_made(transport)
+            self._arm()
+
+        def on_response_complete(self) -> None:
+            super().on_response_complete()
+            self._arm()
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            if self._head_timer is not None:
+                self._head_timer.cancel()
+            super().connection_lost(exc)
+
+    return Protocol
+
+
+def listen(host: str, port: int) -> socket.socket:
+    """A socket bound to ``host``:``port`` (a name is resolved: its first address); a host that
+    does not resolve or an address that cannot be bound is :class:`ListenError`."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except (OSError, UnicodeError) as exc:
+        raise ListenError(f"cannot listen on {host}: the host does not resolve ({_why(exc)})") from None
+    family, kind, proto, _, address = infos[0]
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if family == socket.AF_INET6:
+            sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+        sock.bind(address)
+        sock.set_inheritable(True)
+    except OSError as exc:
+        sock.close()
+        shown = f"[{host}]" if ":" in host else host
+        raise ListenError(f"cannot listen on {shown}:{port}: {_why(exc)}") from None
+    return sock
+
+
+def _why(exc: BaseException) -> str:
+    text = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+    return text[:1].lower() + text[1:]
+
+
+def serve(
+    app: Any,
+    host: str,
+    port: int,
+    *,
+    graceful_seconds: float = 25.0,
+    read_timeout: float = 30.0,
+    path: str = "",
+    on_stop: Callable[[], None] | None = None,
+) -> bool:
+    """Serve ``app`` until a signal stops it; False when it could not start. ``path`` follows
+    the port in the line saying where it listens; see the module docstring for the rest."""
+    sock = listen(host, port)
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(message)s"))
     proxy_log = logging.getLogger("toolkeep.proxy")
@@ -57,6 +151,7 @@ def serve(app: Any, host: str, port: int, *, graceful_seconds: float = 30.0, pat
         app,
         host=host,
         port=port,
+        http=_protocol(read_timeout),
         log_level="warning",
         access_log=False,
         lifespan="on",
@@ -66,9 +161,12 @@ def serve(app: Any, host: str, port: int, *, graceful_seconds: float = 30.0, pat
     )
     server = _Server(config)
     server.path = path
+    server.on_stop = on_stop
     try:
-        server.run()
-    except SystemExit:  # uvicorn's way out when it cannot start (the port is taken): one line said why
+        server.run(sockets=[sock])
+    except SystemExit:  # uvicorn's way out when it cannot start: one line said why
         if server.started:
             raise
+    finally:
+        sock.close()
     return server.started

@@ -1,22 +1,25 @@
-"""The pipeline's steps: each a :class:`Step`, called ``step(history, context) -> history``."""
+"""The pipeline's steps: each a callable ``step(history, context) -> history`` (a :class:`Step`)
+with a declaration of what the engine may reuse of its work (a :class:`Reuse`)."""
 
 from __future__ import annotations
 
 from ._context import (
-    MISSING,
+    WHOLE,
     FunctionStep,
-    Memo,
+    Place,
     Plan,
     ResultSlot,
+    Reuse,
     Step,
     StepContext,
-    as_step,
     block_local,
     iter_results,
     replace_results,
+    reuse_of,
 )
 from .budget import ResultBudget
 from .caps import ToolCaps
+from .memo import MISSING, Memo
 from .microcompact import Microcompactor
 from .originals import restore_originals
 from .pairing import MISSING_RESULT_TEXT, repair_pairing, synthetic_result
@@ -24,20 +27,23 @@ from .pairing import MISSING_RESULT_TEXT, repair_pairing, synthetic_result
 __all__ = [
     "MISSING",
     "MISSING_RESULT_TEXT",
+    "WHOLE",
     "FunctionStep",
     "Memo",
     "Microcompactor",
+    "Place",
     "Plan",
     "ResultBudget",
     "ResultSlot",
+    "Reuse",
     "Step",
     "StepContext",
     "ToolCaps",
-    "as_step",
     "block_local",
     "iter_results",
     "repair_pairing",
     "replace_results",
     "restore_originals",
+    "reuse_of",
     "synthetic_result",
 ]

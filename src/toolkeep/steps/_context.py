@@ -1,11 +1,21 @@
-"""What a step gets besides the history: the format, where to save, where to report."""
+"""What a step is, what it declares to the engine, and what it gets besides the history.
+
+A step is any callable ``step(history, ctx) -> history`` on the neutral model that never mutates
+its input. What the engine (:mod:`toolkeep.engine`) may reuse of its work is the step's
+:class:`Reuse`, a declaration, not code: whether it can run one block at a time, the ages at
+which its output changes, whether it may drop an assistant message, and, for a step that decides
+over the whole session, the :class:`Plan` it keeps. The engine alone remembers work (around each
+step, per block) and keeps the blocks; :class:`StepContext` carries what a step needs to decide:
+the format, the config, where to save and report, and where the history it was given sits in
+the request (the age of its results, the index of its messages, the call ids before it).
+"""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass, field, replace
-from typing import Any, ClassVar, NamedTuple, Protocol, TypeVar
+from typing import NamedTuple, Protocol
 
 from ..config import Config
 from ..exceptions import StoreError
@@ -18,124 +28,66 @@ from ..stores import ArchiveStore
 from ..workspace import Workspace
 
 __all__ = [
-    "FORGETFUL",
-    "MISSING",
+    "WHOLE",
     "FunctionStep",
-    "Memo",
+    "Place",
     "Plan",
     "ResultSlot",
+    "Reuse",
     "Step",
     "StepContext",
-    "as_step",
     "block_local",
     "iter_results",
     "replace_results",
+    "reuse_of",
 ]
 
 log = logging.getLogger("toolkeep")
 
-T = TypeVar("T")
 
+class Place(NamedTuple):
+    """Where the history a step is given sits in the request (the whole of it in a one-off run;
+    one block, or a run of blocks, in a session)."""
 
-class Memo:
-    """Work a session already did, keyed by the identity of the objects it was done on.
-
-    An agent sends a history that only grows, so almost every message, block and result of a
-    request was seen in the previous one. Steps look their work up here instead of redoing it.
-    Entries hold the objects they are keyed on, so an ``id`` is never reused while its entry
-    lives. Two generations: what a run does not use is dropped at the end of the next run, so
-    the memo holds about one history's worth of work.
-    """
-
-    __slots__ = ("_current", "_previous")
-
-    def __init__(self) -> None:
-        self._current: dict[Any, tuple[Any, Any]] = {}
-        self._previous: dict[Any, tuple[Any, Any]] = {}
-
-    def get(self, space: str, obj: Any, extra: Hashable = None) -> Any:
-        """The value stored for ``(space, obj, extra)``, or :data:`MISSING`."""
-        key = (space, id(obj), extra)
-        entry = self._current.get(key)
-        if entry is None:
-            entry = self._previous.pop(key, None)
-            if entry is None:
-                return MISSING
-            self._current[key] = entry
-        return entry[1] if entry[0] is obj else MISSING
-
-    def put(self, space: str, obj: Any, value: T, extra: Hashable = None) -> T:
-        self._current[(space, id(obj), extra)] = (obj, value)
-        return value
-
-    def end_run(self) -> None:
-        """Forget what this run did not use."""
-        self._previous = self._current
-        self._current = {}
-
-
-def dumped(fmt: Format, history: History, memo: Memo) -> list[Any]:
-    """The provider form of ``history``: untouched messages as they came, rebuilt ones dumped
-    once per session (kept in ``memo``); a format loaded whole is dumped whole."""
-    if not fmt.rules.per_message:
-        return fmt.dump(history)
-    out = []
-    for m in history:
-        if not m.dirty:
-            out.append(m.raw)
-            continue
-        cached = memo.get("dump", m)
-        out.append(memo.put("dump", m, fmt.dump_message(m)) if cached is MISSING else cached)
-    return out
-
-
-class _Forgetful(Memo):
-    """A memo that keeps nothing, for work no later run will look up (settled blocks)."""
-
-    __slots__ = ()
-
-    def get(self, space: str, obj: Any, extra: Hashable = None) -> Any:
-        return MISSING
-
-    def put(self, space: str, obj: Any, value: T, extra: Hashable = None) -> T:
-        return value
-
-
-FORGETFUL: Memo = _Forgetful()
-"""The memo of a run whose work is not kept (its output is the same as with any memo)."""
-
-
-class _Missing:
-    def __repr__(self) -> str:
-        return "MISSING"
-
-
-MISSING: Any = _Missing()
-"""What :meth:`Memo.get` returns for work not done yet."""
+    start: int
+    """Index of its first message in the request (report entries give request indexes)."""
+    turns_after: int
+    """Assistant messages of the request after it (a result's age counts them)."""
+    taken_ids: set[str]
+    """Call ids the messages before it hold, for formats that want ids unique; a step that
+    keeps calls (pairing repair) adds theirs."""
 
 
 @dataclass
 class StepContext:
-    """Shared by the steps of one run. ``workspace`` and ``store`` may be absent (pure mode)."""
+    """What the steps of one run get besides the history. ``workspace`` and ``store`` may be
+    absent (pure mode); ``place`` says where the history sits in the request (the engine sets
+    it; a one-off run's is the whole request)."""
 
     format: Format
     config: Config = field(default_factory=Config)
     workspace: Workspace | None = None
     store: ArchiveStore | None = None
     report: Report = field(default_factory=Report)
-    memo: Memo = field(default_factory=Memo)
-    """Work earlier runs of the same session did; a fresh one for a one-off run."""
-    age_offset: int = 0
-    """Assistant messages after the history given to the steps (when it is one block of more)."""
-    seen_ids: set[str] = field(default_factory=set)
-    """Call ids of the blocks before this history, for formats that want ids unique."""
-    index_offset: int = 0
-    """Index of this history's first message in the whole request (for report entries)."""
-    lookup_failures: int = 0
-    """Store reads that failed in this run (a step does not remember work that depended on one)."""
     expiry: CacheExpiry | None = None
     """Which requests of the conversation found the provider's cache expired (a session's
     clock tells); ``None``: none did. The cache-aware policy reads it."""
+    place: Place = field(default_factory=lambda: Place(0, 0, set()))
+    lookups_failed: int = field(default=0, repr=False)
+    """Store reads that failed in this run: work that depended on one is not reused (the
+    engine reads it; a step has no use for it)."""
+
+    def results(self, history: History) -> Iterator[ResultSlot]:
+        """Every result of ``history`` with its request-wide age (:func:`iter_results`)."""
+        return iter_results(history, self.place.turns_after)
+
+    def index(self, message: int) -> int:
+        """The request index of ``history[message]`` (for report entries)."""
+        return self.place.start + message
+
+    def add_cut(self, kind: str, part: ToolResultPart, message: int, before: str, reason: str = "") -> None:
+        """Report ``part`` (at ``history[message]``) shortened from ``before``."""
+        self.report.add_cut(kind, part, self.place.start + message, before, reason)
 
     def archive(self, original: str) -> str | None:
         """Archive ``original``; its key, or ``None`` when there is no store or it failed."""
@@ -151,20 +103,6 @@ class StepContext:
             return None
         return key
 
-    def remembered(
-        self, space: str, obj: Any, work: Callable[..., T], *args: Any, extra: Hashable = None
-    ) -> T:
-        """``work(*args)`` for ``obj``, done once per session: taken from the memo when it is
-        there. Work during which a save failed (archive or persist) is not remembered, so the
-        next run retries the save."""
-        value = self.memo.get(space, obj, extra)
-        if value is MISSING:
-            failures = len(self.report.save_errors)
-            value = work(*args)
-            if len(self.report.save_errors) == failures:
-                self.memo.put(space, obj, value, extra)
-        return value  # type: ignore[no-any-return]
-
     def unarchived(self, key: str | None) -> bool:
         """True when an original should have been archived under ``key`` and was not (the
         store refused it): what was to be cut must then stay whole, never cut without a way
@@ -179,7 +117,7 @@ class StepContext:
             return self.store.get(key)
         except (OSError, StoreError) as exc:
             log.warning("toolkeep: could not look up %s: %s", key, exc)
-            self.lookup_failures += 1
+            self.lookups_failed += 1
             return None
 
     def persist(self, call_id: str, text: str) -> tuple[str | None, str | None]:
@@ -193,52 +131,6 @@ class StepContext:
             log.warning("toolkeep: could not persist result %s: %s", call_id, reason)
             self.report.save_errors.append(f"persist {call_id}: {reason}")
             return None, reason
-
-
-class Step:
-    """A pipeline step: ``step(history, ctx)`` returns a new history and never mutates its input
-    (it builds new messages and parts where it changes something).
-
-    What the engine (:mod:`toolkeep.engine`) needs to know of a step is declared here, with the
-    defaults of a step that must see the whole history:
-
-    - ``block_local``: the step reads nothing outside the history it is given but
-      ``ctx.age_offset``, ``ctx.seen_ids`` and ``ctx.index_offset``, so a session may run it one
-      block (an assistant message and the messages up to the next one) at a time;
-    - :meth:`age_key`: what of a block's age its output depends on (two ages with the same key
-      give the same output), and :meth:`age_horizon`, the age from which the key is constant;
-    - :meth:`keeps_turn`: whether an assistant message survives the step (ages count them);
-    - :meth:`new_plan`: for a step whose output depends on the whole session so far (the
-      cache-aware policy), the object that carries its decisions from one request to the next
-      (:class:`Plan`); ``None`` for every other step.
-
-    A plain function ``(history, ctx) -> history`` is a step too: :func:`as_step` wraps it (it
-    then runs on whole histories only), and :func:`block_local` wraps one that qualifies.
-    """
-
-    block_local: ClassVar[bool] = False
-
-    def __call__(self, history: History, ctx: StepContext) -> History:
-        raise NotImplementedError
-
-    def age_key(self, age: int, ctx: StepContext) -> Hashable:
-        """What of an age decides this step's output (ages with equal keys give equal output)."""
-        return ()
-
-    def age_horizon(self, ctx: StepContext) -> int:
-        """The age from which :meth:`age_key` no longer changes."""
-        return 0
-
-    def new_plan(self) -> Plan | None:
-        """A fresh plan for a session, for steps that decide over the whole session."""
-        return None
-
-    def keeps_turn(self, message: Message, followed: bool, ctx: StepContext) -> bool:
-        """Whether assistant ``message`` is still there after this step (``followed``: other
-        messages of its block come after it). Ages count the assistant messages a run keeps, so
-        the engine asks this of every step before it runs a block; a step that drops assistant
-        messages (pairing repair) says which."""
-        return True
 
 
 class Plan(Protocol):
@@ -261,12 +153,60 @@ class Plan(Protocol):
         """``flat[start:end]`` as sent, after the last update (counts go to ``ctx.report``)."""
 
 
-class FunctionStep(Step):
-    """A step made of a plain function (see :func:`as_step` and :func:`block_local`)."""
+@dataclass(frozen=True)
+class Reuse:
+    """What the engine may reuse of a step's work: the step's declaration (its ``reuse``
+    attribute; a step without one is :data:`WHOLE`).
 
-    def __init__(self, function: Callable[[History, StepContext], History], *, local: bool) -> None:
+    A session keeps each block's output (an assistant message and the messages up to the next
+    one) and the work of each step on it, and runs again only what changed: a block whose
+    messages are the same objects, at the same place, whose results have not crossed one of
+    the step's ``tiers``, gets the step's output of last time, report entries included."""
+
+    block_local: bool = False
+    """The step reads nothing outside the history it is given but ``ctx.place``, so a session
+    may run it one block at a time (and reuse its work per block)."""
+    tiers: tuple[int | str, ...] = ()
+    """The ages at which the step's output for a result changes (a ``str`` names the
+    :class:`~toolkeep.Config` field that holds such an age): two ages on the same side of every
+    tier give the same output."""
+    keeps_turn: Callable[[Message, Format], bool] | None = None
+    """For a step that may drop an assistant message (pairing repair): whether one survives.
+    Ages count the assistant messages a run keeps, so the engine asks before it runs a block."""
+    plan: Callable[[], Plan] | None = None
+    """For a step whose output depends on the whole session so far (the cache-aware policy): a
+    fresh :class:`Plan` for a session. Only the last step of a pipeline may have one."""
+
+    def ages(self, config: Config) -> tuple[int, ...]:
+        """:attr:`tiers`, each a number of assistant messages."""
+        return tuple(t if isinstance(t, int) else int(getattr(config, t)) for t in self.tiers)
+
+
+WHOLE = Reuse()
+"""The declaration of a step that must see the whole history (a plain function's)."""
+
+
+class Step(Protocol):
+    """A pipeline step: ``step(history, ctx)`` returns a new history and never mutates its input
+    (it builds new messages and parts where it changes something). A step may declare what the
+    engine may reuse of its work in a ``reuse`` attribute (:class:`Reuse`); a plain function is
+    a step of whole histories, and :func:`block_local` makes one that can run per block."""
+
+    def __call__(self, history: History, ctx: StepContext, /) -> History: ...
+
+
+def reuse_of(step: Callable[..., object]) -> Reuse:
+    """What ``step`` declares (:class:`Reuse`), or :data:`WHOLE`."""
+    declared = getattr(step, "reuse", WHOLE)
+    return declared if isinstance(declared, Reuse) else WHOLE
+
+
+class FunctionStep:
+    """A step made of a plain function with a declaration (see :func:`block_local`)."""
+
+    def __init__(self, function: Callable[[History, StepContext], History], reuse: Reuse = WHOLE) -> None:
         self.function = function
-        self.block_local = local  # type: ignore[misc]
+        self.reuse = reuse
         self.__name__ = getattr(function, "__name__", type(function).__name__)
         self.__doc__ = function.__doc__
         self.__wrapped__ = function
@@ -278,14 +218,9 @@ class FunctionStep(Step):
         return f"<step {self.__name__}>"
 
 
-def block_local(function: Callable[[History, StepContext], History]) -> Step:
-    """A step of a function that can run one block at a time (see :class:`Step`)."""
-    return FunctionStep(function, local=True)
-
-
-def as_step(step: Step | Callable[[History, StepContext], History]) -> Step:
-    """``step`` itself, or a plain function wrapped as a step of whole histories."""
-    return step if isinstance(step, Step) else FunctionStep(step, local=False)
+def block_local(function: Callable[[History, StepContext], History]) -> FunctionStep:
+    """A step of a function that can run one block at a time (see :class:`Reuse`)."""
+    return FunctionStep(function, Reuse(block_local=True))
 
 
 class ResultSlot(NamedTuple):
@@ -316,16 +251,8 @@ def iter_results(history: History, age_offset: int = 0) -> Iterator[ResultSlot]:
                 yield ResultSlot(i, j, block, newest - block, p)
 
 
-def replace_results(
-    history: History,
-    updates: dict[tuple[int, int], ToolResultPart],
-    memo: Memo | None = None,
-) -> History:
-    """A new history with the results at ``(message, part)`` replaced; others shared.
-
-    With a ``memo``, the same message given the same new parts is the same object as last run,
-    so that work keyed on it downstream (dumping) is found again.
-    """
+def replace_results(history: History, updates: dict[tuple[int, int], ToolResultPart]) -> History:
+    """A new history with the results at ``(message, part)`` replaced; others shared."""
     if not updates:
         return history
     by_message: dict[int, dict[int, ToolResultPart]] = {}
@@ -335,12 +262,5 @@ def replace_results(
     for i, parts in by_message.items():
         m = history[i]
         new_parts = tuple(parts.get(j, p) for j, p in enumerate(m.parts))
-        extra = tuple(map(id, new_parts))
-        if memo is not None:
-            cached = memo.get("rebuild", m, extra)
-            if cached is not MISSING and cached.parts == new_parts:
-                out[i] = cached
-                continue
-        rebuilt = replace(m, parts=new_parts, dirty=m.dirty or any(p.modified for p in parts.values()))
-        out[i] = memo.put("rebuild", m, rebuilt, extra) if memo is not None else rebuilt
+        out[i] = replace(m, parts=new_parts, dirty=m.dirty or any(p.modified for p in parts.values()))
     return out

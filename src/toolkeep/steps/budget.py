@@ -7,12 +7,12 @@ from collections.abc import Mapping
 
 from ..messages import History, ToolResultPart
 from ..shorten import carried_keys, preview_form
-from ._context import ResultSlot, Step, StepContext, iter_results, replace_results
+from ._context import ResultSlot, Reuse, StepContext, iter_results, replace_results
 
 __all__ = ["ResultBudget"]
 
 
-class ResultBudget(Step):
+class ResultBudget:
     """Replace results over ``max_result_chars`` by a head+tail preview naming the saved file,
     then, in any turn whose results still add up to more than ``turn_budget_chars``, do the same
     to the largest results (ties: earliest first) until the turn fits.
@@ -24,7 +24,7 @@ class ResultBudget(Step):
         (80000, 20000)
     """
 
-    block_local = True
+    reuse = Reuse(block_local=True)
 
     def __init__(
         self,
@@ -58,10 +58,6 @@ class ResultBudget(Step):
             return None
         return p.with_text(text, key=key or p.key, saved_path=path, save_error=error)
 
-    def memo_preview(self, p: ToolResultPart, ctx: StepContext) -> ToolResultPart | None:
-        """:meth:`preview`, done once per result per session (failed saves are retried)."""
-        return ctx.remembered("preview", p, self.preview, p, ctx)
-
     def __call__(self, history: History, ctx: StepContext) -> History:
         updates: dict[tuple[int, int], ToolResultPart] = {}
         turns: dict[int, list[ResultSlot]] = defaultdict(list)
@@ -70,17 +66,17 @@ class ResultBudget(Step):
             p = slot.result
             turns[slot.block].append(slot)
             if len(p.text) > (self.limit_for(p.name) if self.limits else self.max_result_chars):
-                new = self.memo_preview(p, ctx)
+                new = self.preview(p, ctx)
                 if new is not None:
                     limit = self.limit_for(p.name) if self.limits else self.max_result_chars
                     reason = f"result budget: over {limit:,} chars for one result"
-                    ctx.report.add_cut("persisted", new, ctx.index_offset + slot.message, p.text, reason)
+                    ctx.add_cut("persisted", new, slot.message, p.text, reason)
                     updates[(slot.message, slot.part)] = p = new
             totals[slot.block] += len(p.text)
         for block, slots in turns.items():
             if totals[block] > self.turn_budget_chars:  # most turns fit: no sorting for them
                 self._fit_turn(slots, totals[block], updates, ctx)
-        return replace_results(history, updates, ctx.memo)
+        return replace_results(history, updates)
 
     def _fit_turn(
         self,
@@ -99,12 +95,12 @@ class ResultBudget(Step):
             before = current(slot)
             if (before.name or "").lower() in recall_tools:
                 continue  # a recalled page is already sized to fit; cutting it loops recall
-            new = self.memo_preview(before, ctx)
+            new = self.preview(before, ctx)
             if new is None or new.text == before.text:
                 continue
             updates[(slot.message, slot.part)] = new
             reason = f"turn budget: the turn's results held {total:,} chars, over {self.turn_budget_chars:,}"
-            ctx.report.add_cut("persisted", new, ctx.index_offset + slot.message, before.text, reason)
+            ctx.add_cut("persisted", new, slot.message, before.text, reason)
             total -= len(before.text) - len(new.text)
             if total <= self.turn_budget_chars:
                 return

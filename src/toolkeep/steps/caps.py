@@ -10,7 +10,7 @@ from ..config import DEFAULT_TOOL_CAPS, MIN_TOOL_CAP, ToolCap
 from ..exceptions import ConfigError
 from ..messages import History, ToolResultPart
 from ..shorten import cap_form, carried_keys
-from ._context import Step, StepContext, iter_results, replace_results
+from ._context import Reuse, StepContext, iter_results, replace_results
 
 if TYPE_CHECKING:
     from .budget import ResultBudget
@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 __all__ = ["ToolCaps"]
 
 
-class ToolCaps(Step):
+class ToolCaps:
     """Cut results over their tool's cap to ``head`` + ``[TRUNCATED N chars omitted, M kept]`` + ``tail``,
     at most the cap long in all.
 
@@ -35,7 +35,7 @@ class ToolCaps(Step):
         80000
     """
 
-    block_local = True
+    reuse = Reuse(block_local=True)
 
     def __init__(
         self,
@@ -108,11 +108,11 @@ class ToolCaps(Step):
             p = slot.result
             if len(p.full_text) <= self.cap_for(p.name) or self.left_to_budget(p):
                 continue  # within its cap, or the budget's preview will replace the cut
-            new = ctx.remembered("caps", p, self.cut, p, ctx)
+            new = self.cut(p, ctx)
             if new is not None:
                 updates[(slot.message, slot.part)] = new
                 reason = (
                     f"over the per-tool cap of {self.cap_for(p.name):,} chars ({p.name or 'unnamed tool'})"
                 )
-                ctx.report.add_cut("capped", new, ctx.index_offset + slot.message, p.text, reason)
-        return replace_results(history, updates, ctx.memo)
+                ctx.add_cut("capped", new, slot.message, p.text, reason)
+        return replace_results(history, updates)

@@ -8,12 +8,12 @@ from ..config import DEFAULT_PRESERVE_TOOLS
 from ..content_type import detect_content_type
 from ..messages import History, ToolResultPart
 from ..shorten import carried_keys, compact_form, summary_form
-from ._context import Step, StepContext, iter_results, replace_results
+from ._context import Reuse, StepContext, replace_results
 
 __all__ = ["Microcompactor"]
 
 
-class Microcompactor(Step):
+class Microcompactor:
     """Cut results at age >= ``truncate_turns`` to head+tail, and at age >= ``summarize_turns``
     to a one-line summary, when their original is over ``min_chars``.
 
@@ -22,7 +22,6 @@ class Microcompactor(Step):
     the summary later; the way back (archive key, saved path) is carried to every level.
     """
 
-    block_local = True
     types_kept = 4_096
     """Content types remembered by archive key (a label each; the oldest used go first)."""
 
@@ -63,16 +62,19 @@ class Microcompactor(Step):
         what the model just asked for would only make it ask again (recall -> compact -> recall)."""
         return age < self._protect_turns(ctx) and (p.name or "").lower() in ctx.config.recall_tools
 
-    def age_key(self, age: int, ctx: StepContext) -> tuple[int, bool]:
-        """What of a result's age decides its form: the tier, and whether recall protects it.
-
-        Two ages with the same key give the same output, so a session reuses the work."""
-        tier = 2 if age >= self.summarize_turns else 1 if age >= self.truncate_turns else 0
-        return tier, age < self._protect_turns(ctx)
-
-    def age_horizon(self, ctx: StepContext) -> int:
-        """The age from which :meth:`age_key` no longer changes."""
-        return max(self.summarize_turns, self._protect_turns(ctx))
+    @property
+    def reuse(self) -> Reuse:
+        """Block by block; a result's form changes at the truncation age, the summary age and
+        the age from which recall no longer protects it (the run's config's, unless given)."""
+        protect = self.recall_protect_turns
+        return Reuse(
+            block_local=True,
+            tiers=(
+                self.truncate_turns,
+                self.summarize_turns,
+                "recall_protect_turns" if protect is None else protect,
+            ),
+        )
 
     def _protect_turns(self, ctx: StepContext) -> int:
         """``recall_protect_turns`` as given, else the run's config's."""
@@ -116,17 +118,16 @@ class Microcompactor(Step):
 
     def __call__(self, history: History, ctx: StepContext) -> History:
         updates: dict[tuple[int, int], ToolResultPart] = {}
-        for slot in iter_results(history, ctx.age_offset):
+        for slot in ctx.results(history):
             p = slot.result
             if slot.age < self.truncate_turns or len(p.full_text) <= self.min_chars:
                 continue  # young or small: it stays as it is (most results; no lookup needed)
-            key = self.age_key(slot.age, ctx)
-            new = ctx.remembered("compact", p, self.compact, p, slot.age, ctx, extra=key)
+            new = self.compact(p, slot.age, ctx)
             if new is None:
                 ctx.report.preserved += self.preserved(p)
                 continue
             updates[(slot.message, slot.part)] = new
             kind = "summarized" if slot.age >= self.summarize_turns else "truncated"
             reason = f"age {slot.age}: head+tail from age {self.truncate_turns}, summary from {self.summarize_turns}"
-            ctx.report.add_cut(kind, new, ctx.index_offset + slot.message, p.text, reason)
-        return replace_results(history, updates, ctx.memo)
+            ctx.add_cut(kind, new, slot.message, p.text, reason)
+        return replace_results(history, updates)

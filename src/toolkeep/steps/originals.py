@@ -21,7 +21,7 @@ from ..shorten import (
     format_size,
     line_count,
 )
-from ._context import MISSING, StepContext, block_local, iter_results, replace_results
+from ._context import StepContext, block_local, iter_results, replace_results
 
 __all__ = ["restore_originals"]
 
@@ -43,15 +43,10 @@ def restore_originals(history: History, ctx: StepContext) -> History:
         p = slot.result
         if p.original is not None or "<<ccr:" not in p.text:
             continue  # no marker: nothing to look up (most results)
-        new = ctx.memo.get("restore", p)
-        if new is MISSING:
-            failures = ctx.lookup_failures
-            new = _restored(p, ctx)
-            if ctx.lookup_failures == failures:  # the store was unreachable: ask again next run
-                ctx.memo.put("restore", p, new)
+        new = _restored(p, ctx)
         if new is not None:
             updates[(slot.message, slot.part)] = new
-    return replace_results(history, updates, ctx.memo)
+    return replace_results(history, updates)
 
 
 def _restored(p: ToolResultPart, ctx: StepContext) -> ToolResultPart | None:

@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 
 from ..formats import CONTINUE_TEXT, Format, blank_text
 from ..messages import History, Message, Part, TextPart, ToolCallPart, ToolResultPart
-from ._context import FORGETFUL, MISSING, FunctionStep, Step, StepContext
+from ._context import FunctionStep, Reuse, StepContext
 
 __all__ = ["MISSING_RESULT_TEXT", "first_choice_id", "repair_pairing", "survives_pruning", "synthetic_result"]
 
@@ -49,41 +49,16 @@ class _Block:
 def _repair_pairing(history: History, ctx: StepContext) -> History:
     """Make every call answered exactly once, right after its assistant message.
 
-    A block's repair depends only on its own messages and on the call ids of the blocks before
-    it, so a block seen before (same message objects, at the same place, no id clash) is taken
-    from the session memo, report entries included.
+    A block's repair depends only on its own messages and on the call ids before it
+    (``ctx.place.taken_ids``, which gains the ids the block keeps), so a session reuses it per
+    block (see :class:`~toolkeep.steps.Reuse`).
     """
-    seen = ctx.seen_ids
+    seen = ctx.place.taken_ids
     out: History = []
-    repairs = ctx.report.repairs
-    remembers = ctx.memo is not FORGETFUL  # settled blocks: no later run looks their work up
-    for block in _blocks(history, ctx.index_offset):
+    for block in _blocks(history, ctx.place.start):
         if block.assistant is None and not block.rest:
             continue
-        if not remembers:
-            out.extend(_repair_block(block, ctx, seen))
-            continue
-        a = block.assistant
-        # the ids the calls would get were nothing taken: the repair depends on earlier blocks
-        # only when one of them is
-        ids = [first_choice_id(c.id, ctx.format) for c in a.calls] if a is not None else []
-        key = None
-        if seen.isdisjoint(ids):
-            anchor = a if a is not None else (block.rest[0][1] if block.rest else None)
-            key = (block.start, tuple(id(m) for _, m in block.rest))
-            cached = ctx.memo.get("pairing", anchor, key) if anchor is not None else MISSING
-            if cached is not MISSING:
-                messages, done, given = cached
-                out.extend(messages)
-                repairs.extend(done)
-                seen.update(given)
-                continue
-        first = len(repairs)
-        messages = _repair_block(block, ctx, seen)
-        out.extend(messages)
-        if key is not None and anchor is not None:
-            given = [c.id for m in messages if m.role == "assistant" for c in m.calls]
-            ctx.memo.put("pairing", anchor, (messages, repairs[first:], given), key)
+        out.extend(_repair_block(block, ctx, seen))
     return _joined_turns(out, ctx.format) if ctx.format.rules.adjacent_turns_join else out
 
 
@@ -106,17 +81,6 @@ def _joined_turns(history: History, fmt: Format) -> History:
             last = -1
         out.append(m)
     return out
-
-
-class _RepairPairing(FunctionStep):
-    """Pairing repair as a step: it may drop an assistant message, and says which."""
-
-    def keeps_turn(self, message: Message, followed: bool, ctx: StepContext) -> bool:
-        return survives_pruning(message, ctx.format)
-
-
-repair_pairing: Step = _RepairPairing(_repair_pairing, local=True)
-"""Make every call answered exactly once, right after its assistant message (a step)."""
 
 
 def _blocks(history: History, offset: int = 0) -> list[_Block]:
@@ -182,7 +146,7 @@ def _prune_calls(
 
 def survives_pruning(m: Message, fmt: Format) -> bool:
     """True when pairing keeps assistant message ``m``: pairing decides by it, and the engine,
-    which ages results by it, asks it before running a block (:meth:`Step.keeps_turn`).
+    which ages results by it, asks it before running a block (:attr:`Reuse.keeps_turn`).
 
     ``m`` goes when it holds nothing but results, calls pairing prunes (no id, no name) and text
     the provider refuses, and when it holds nothing at all: the ``content: []`` or ``null`` an
@@ -445,3 +409,8 @@ def _with_names(m: Message, names: dict[str, str]) -> Message:
                 renamed = True
         parts.append(p)
     return Message(m.role, tuple(parts), m.raw, m.dirty, m.meta) if renamed else m
+
+
+repair_pairing = FunctionStep(_repair_pairing, Reuse(block_local=True, keeps_turn=survives_pruning))
+"""Make every call answered exactly once, right after its assistant message (a step; it may
+drop an assistant message, and its :class:`~toolkeep.steps.Reuse` says which)."""

@@ -14,9 +14,11 @@ import json
 import re
 from abc import ABC, abstractmethod
 from collections.abc import Hashable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
+
+from ...figures import RecordedSession
 
 __all__ = [
     "Document",
@@ -47,27 +49,6 @@ class Document:
         if not self.jsonl:
             return []
         return [r for r in self.data if isinstance(r, dict)]
-
-
-@dataclass(frozen=True)
-class RecordedSession:
-    """One recorded agent session, as the history a toolkeep format reads."""
-
-    source: str
-    """Where it came from: the file path, plus ``#NAME`` when one file holds several sessions."""
-    format: str
-    """The log format it was read from (an importer name such as ``claude-code``)."""
-    messages: list[Any]
-    """The history, in ``api_format``."""
-    api_format: str = "anthropic"
-    """The toolkeep format of ``messages`` (a name in ``toolkeep.formats.FORMATS``)."""
-    system: str | None = None
-    """The system prompt when the log records it; it is part of every request of the session."""
-    notes: dict[str, int] = field(default_factory=dict)
-    """Import counts worth a mention (e.g. ``orphan_results`` kept as user text)."""
-    pricing: str | None = None
-    """The price list of the agent that wrote the log (a preset name), when its log format says
-    which provider it ran on; ``None``: the one ``api_format`` suggests."""
 
 
 class Importer(ABC):

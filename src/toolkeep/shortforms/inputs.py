@@ -22,10 +22,10 @@ from typing import Any
 
 from ..messages import History, Message, ToolCallPart
 from ..shorten import CCR_MARKER_RE, marker
-from ..steps import Step, StepContext
+from ..steps import Reuse, StepContext
 from ..tokens import serialize_message
 
-__all__ = ["CLEARED_ENTRY", "RestoreInputs", "cleared_input", "input_form", "parsed_object"]
+__all__ = ["CLEARED_ENTRY", "MAX_DEPTH", "RestoreInputs", "cleared_input", "input_form", "parsed_object"]
 
 _OMITTED = " chars omitted from old tool call input ...]"
 _OMITTED_TAIL = re.compile(r"\n\[\.\.\. (\d+)" + re.escape(_OMITTED) + r" <<ccr:([0-9a-f]{16})>>\Z")
@@ -120,10 +120,10 @@ def parsed_object(arguments: Any) -> Any:
     return parsed if isinstance(parsed, dict) else None
 
 
-class RestoreInputs(Step):
+class RestoreInputs:
     """Put back whole the call inputs that an earlier run shortened (see the module docstring)."""
 
-    block_local = True
+    reuse = Reuse(block_local=True)
 
     def __call__(self, history: History, ctx: StepContext) -> History:
         if ctx.store is None:
