@@ -318,3 +318,23 @@ def test_every_flag_of_the_proxy_is_a_key_of_its_config_file() -> None:
         "log_json",
         "max_disk_bytes",
     } <= set(keys)
+
+
+def test_a_preparation_past_its_timeout_counts_as_a_fail_open_of_its_route(
+    upstream: ScriptedUpstream, tmp_path: Path
+) -> None:
+    log = tmp_path / "log.jsonl"
+    args = ["--anthropic-upstream", upstream.url, "--workspace", str(tmp_path / "ws"), "--log-json", str(log)]
+    with ProxyProcess(*args, "--prepare-timeout", "0.000001") as proxy:
+        history = read_history(12, size=3_000)
+        httpx.post(f"{proxy.url}/v1/messages", json={"model": "echo", "messages": history}, timeout=60)
+        samples = parse_metrics(httpx.get(f"{proxy.url}/metrics").text)
+    on = {"route": "anthropic", "policy": "economy"}
+    assert sample(samples, "toolkeep_proxy_fail_open_total", **on) == 1
+    assert sample(samples, "toolkeep_proxy_requests_total", outcome="failed_open", **on) == 1
+    (line,) = [json.loads(text) for text in log.read_text().splitlines()]
+    assert (
+        line["outcome"] == "failed_open"
+        and "--prepare-timeout" in line["error"]
+        and line["route"] == "anthropic"
+    )

@@ -134,7 +134,9 @@ def create_app(
             if timer.cancelled_caught
             else "the proxy is stopping"
         )
-        return Outcome(body, error=why)
+        return Outcome(
+            body, error=why, route=route, prepare_seconds=prepare_timeout if timer.cancelled_caught else 0.0
+        )
 
     async def conversations(request: Request) -> Response:
         return HTMLResponse(preparer.records.index())
