@@ -1,6 +1,6 @@
 """What the proxy leaves on disk: N short synthetic conversations prepared by the proxy's
 preparer (in process, no HTTP), then the files and bytes (as ``du`` counts them: allocated blocks,
-each inode once) of its ``tool-results/`` and ``archive/``.
+each inode once) of its ``tool-results/`` and ``archive/`` at the end (and the most seen, every 100 conversations).
 
 Each conversation sends ``--turns`` requests, each adding one tool result of 2,000 to 8,000 chars
 of its own (long enough to be saved). Run it against another checkout to compare (its
@@ -77,7 +77,10 @@ def main() -> None:
         preparer = make_preparer(Config(), workspace, **kwargs)
         rng = random.Random(7)
         started = time.perf_counter()
+        peak = 0
         for n in range(args.conversations):
+            if n % 100 == 0:
+                peak = max(peak, du(workspace)[1])
             history = conversation(n, args.turns, rng)
             for t in range(1, args.turns + 1):
                 body = json.dumps({"model": "m", "messages": history[: 1 + 2 * t]}).encode()
@@ -87,6 +90,7 @@ def main() -> None:
         seconds = time.perf_counter() - started
         preparer.conversations.close()
         files, size = du(workspace)
+        peak = max(peak, size)
         print(
             json.dumps(
                 {
@@ -96,6 +100,7 @@ def main() -> None:
                     "files": files,
                     "bytes": size,
                     "MB": round(size / 1e6, 1),
+                    "peak_MB": round(peak / 1e6, 1),
                     "seconds": round(seconds, 1),
                 }
             )

@@ -46,6 +46,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -384,7 +385,9 @@ def report(
         f"{'yes' if checks['every live marker recalls'] else 'NO'} |",
         f"| no request invalid | {len(state['invalid'])} of {state['requests']:,} upstream requests break the "
         f"provider's rules | {'yes' if checks['no request invalid'] else 'NO'} |",
-        f"| every answer delivered | {outcome['requests']:,} requests, {len(outcome['errors'])} errors, "
+        f"| every answer delivered | {outcome['requests']:,} requests, {len(outcome['errors'])} errors"
+        + "".join(f", {n} {kind}" for kind, n in Counter(outcome["errors"]).most_common())
+        + ", "
         f"{outcome['cancelled']} conversations cancelled; the proxy exited {stopped} on SIGTERM | "
         f"{'yes' if checks['every answer delivered'] else 'NO'} |",
     ]

@@ -88,7 +88,7 @@ def test_threads_through_one_tool_loop(policy: str, tmp_path: Path) -> None:
         for t in threads:
             t.join()
         # each conversation kept its own state: the last requests were prepared incrementally
-        assert len(session._states) == CONVERSATIONS
+        assert len(session.conversations) == CONVERSATIONS
     assert errors == []
     assert got == expected
 

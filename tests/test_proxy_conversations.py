@@ -118,19 +118,19 @@ def test_a_conversation_the_table_drops_releases_its_pins(tmp_path: Path) -> Non
         clock=lambda: now[0],
     )  # fmt: skip
     first = table.get("anthropic", history(8, "a"))
-    first.session.prepare(history(8, "a"), "anthropic")
+    first.state.prepare(history(8, "a"), "anthropic")
     held = store.pinned()
     assert held  # what the shortened results name
     second = table.get("anthropic", history(8, "b"))  # the table holds one: "a" goes
     with pytest.raises(toolkeep.SessionClosedError):
-        first.session.prepare(history(8, "a"), "anthropic")
+        first.state.prepare(history(8, "a"), "anthropic")
     assert store.pinned() == frozenset()
-    second.session.prepare(history(8, "b"), "anthropic")
+    second.state.prepare(history(8, "b"), "anthropic")
     assert store.pinned()
     now[0] = 150.0
     third = table.get("anthropic", history(8, "c"))  # "b" expired
     assert store.pinned() == frozenset()
-    third.session.prepare(history(8, "c"), "anthropic")
+    third.state.prepare(history(8, "c"), "anthropic")
     table.close()
     assert store.pinned() == frozenset() and len(table) == 0
     assert all(store.get(key) is not None for key in held)  # released, not deleted

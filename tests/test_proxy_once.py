@@ -1,5 +1,5 @@
-"""The proxy reads each request once, keys it once and asks its session's cache times once, and
-what it sends is the bytes it sent when the session read and keyed each request again itself.
+"""The proxy reads each request once, keys it once and asks its conversation's cache times once,
+and what it sends is the bytes it sent when a session read and keyed each request again itself.
 
 The counts wrap the real functions (every toolkeep module holding one gets a wrapper that counts
 its calls and calls it): nothing they do is replaced.
@@ -20,6 +20,9 @@ import toolkeep.requests
 from tests.convert_formats import to_format
 from tests.upstream_proxy import read_history
 from toolkeep import Config, Session
+from toolkeep.archive import Archive
+from toolkeep.conversation import Conversation
+from toolkeep.policies import build_steps
 from toolkeep.proxy import Preparer
 from toolkeep.proxy.conversations import Conversations
 from toolkeep.proxy.files import with_files
@@ -87,13 +90,13 @@ class Counts:
         self.key = counted(monkeypatch, toolkeep.conversation_key.conversation_key)
         self.read = counted(monkeypatch, toolkeep.requests.read_request)
         self.cache_times: list[int] = []
-        real = Session.cache_times
+        real = Conversation.cache_times
 
-        def cache_times(session: Session, *args: Any, **kwargs: Any) -> Any:
+        def cache_times(conversation: Conversation) -> Any:
             self.cache_times.append(1)
-            return real(session, *args, **kwargs)
+            return real(conversation)
 
-        monkeypatch.setattr(Session, "cache_times", cache_times)
+        monkeypatch.setattr(Conversation, "cache_times", cache_times)
 
     def now(self) -> tuple[int, int, int]:
         return len(self.key), len(self.read), len(self.cache_times)
@@ -134,26 +137,39 @@ def test_a_replica_joining_mid_conversation_asks_its_session_what_it_knows(
     assert counts.now() == (1, 1, 2)
 
 
-class OldSession(Session):
-    """A session as the proxy had it: its steps spliced after it was made, and each request read
-    and keyed again by the session itself."""
+class OldSession(Conversation):
+    """A conversation as the proxy had it: a whole session per conversation, its steps spliced
+    after it was made, and each request read and keyed again by the session itself."""
 
-    def __init__(self, config: Config, **kwargs: Any) -> None:
-        kwargs.pop("steps")
-        super().__init__(config, **kwargs)
-        own = config.economy.min_chars
-        least = config.compact_min_chars if own is None else min(config.compact_min_chars, own)
-        self.steps = with_files(self.steps, least)
+    def __init__(self, session: Session) -> None:
+        super().__init__(session.config, session.archive, session.steps)
+        self.session = session
+        self.history: list[Any] = []
 
-    def prepare(self, messages: Any, format: Any = "auto", **kwargs: Any) -> Any:
-        kwargs.pop("conversation", None)
+    def prepare_request(self, messages: Any, format: Any = "auto", **kwargs: Any) -> Any:
         kwargs.pop("request", None)
-        return super().prepare(messages, format, **kwargs)
+        self.history = list(messages[next(k for k in KEYS.values() if k in messages)])
+        return self.session.prepare(messages, format, **kwargs)
+
+    def cache_times(self) -> Any:
+        return self.session.cache_times(self.history)
+
+    @property
+    def steps(self) -> Any:
+        return self.session.steps if hasattr(self, "session") else []
+
+    @steps.setter
+    def steps(self, value: Any) -> None:
+        pass
 
 
 class OldConversations(Conversations):
-    def _session(self) -> Session:
-        return OldSession(self.config, workspace=self.workspace, store=self.store, steps=[])
+    def _conversation(self, first: str) -> tuple[Conversation, Archive]:
+        session = Session(self.config, workspace=self.workspace, store=self.store, steps=[])
+        own = self.config.economy.min_chars
+        least = self.config.compact_min_chars if own is None else min(self.config.compact_min_chars, own)
+        session.steps = with_files(build_steps(self.config), least)
+        return OldSession(session), session.archive
 
 
 @pytest.mark.parametrize("policy", POLICIES)
@@ -177,8 +193,8 @@ def test_the_bytes_sent_are_those_the_session_gave_keying_each_request_itself(
     assert changed
     history = json.loads(body)[KEYS[route]]
     steps = [
-        now.conversations.get(route, history).session.steps,
-        old.conversations.get(route, history).session.steps,
+        now.conversations.get(route, history).state.steps,
+        old.conversations.get(route, history).state.steps,
     ]
     assert [[type(s) for s in each] for each in steps] == [
         [type(s) for s in each] for each in reversed(steps)

@@ -2,8 +2,12 @@
 
 ``python -m bench.economics.goals [--write] [--no-references]`` replays both sets through
 ``Config()`` (no arguments: the default policy, deciding with each price list in turn) and through
-every reference row, and prints one line per goal with its figure on each set. ``--write`` puts
-the table in the ``## Economics`` section of ``bench/results.md`` ("### Goals of the default").
+every reference row, and prints one line per goal with its figure on each set. ``--write`` also
+measures the setting that opts back in to shortening results smaller than 3,000 chars
+(``Config(compact_min_chars=1_200)``, the default's threshold before small results were kept
+whole) and puts both, with the trade-off between them, in the ``## Economics`` section of
+``bench/results.md`` ("### Goals of the default"). ``--compact-min-chars N`` measures the default
+with another threshold alone, as ``--set NAME=VALUE`` does with an ``Economy`` setting.
 
 The definitions are those of ``bench/economics/README.md``; the median is over the sessions with at
 least 50,000 chars of tool output. The goals are issue 15's; none of them was tuned on the
@@ -15,8 +19,9 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from toolkeep import Config
 from toolkeep.config import Economy
@@ -32,6 +37,9 @@ GOALS_HEAD = "### Goals of the default\n"
 PRICINGS = ("anthropic-5m", "anthropic-1h", "openai", "bedrock", "gemini", "deepseek")
 BIG = 50_000
 """Chars of tool output a session needs for the median's goal."""
+OPT_IN: Mapping[str, Any] = {"compact_min_chars": 1_200}
+"""The setting that opts back in to shortening results of 1,201-3,000 chars (``--write`` measures
+it beside the default): what the default did before small results were kept whole."""
 
 
 @dataclass
@@ -44,9 +52,13 @@ class SetResult:
 
 
 def measure(
-    trajectories: Sequence[Trajectory], references: bool, economy: Economy | None = None
+    trajectories: Sequence[Trajectory],
+    references: bool,
+    economy: Economy | None = None,
+    config: Mapping[str, Any] | None = None,
 ) -> SetResult:
-    """Both sets' figures for ``Config()``, or for its economy policy with ``economy``'s settings."""
+    """Both sets' figures for ``Config()``, or for its economy policy with ``economy``'s settings,
+    or with other ``Config`` values (``config``: ``{"compact_min_chars": 1_200}``)."""
     facts = compute_facts(trajectories)
     names = [t.name for t in trajectories]
     big = [t.name for t in trajectories if tool_chars(t) >= BIG]
@@ -57,7 +69,7 @@ def measure(
     for pricing in PRICINGS:
         model = CostModel(pricing=PRESETS[pricing])
         base = run_policy("unmanaged", REFERENCES["unmanaged"][1], trajectories, facts, model)
-        settings = {} if economy is None else {"economy": economy}
+        settings = {**(config or {}), **({} if economy is None else {"economy": economy})}
         row = run_policy(
             policy, toolkeep_policy(policy, pricing=pricing, **settings), trajectories, facts, model
         )
@@ -135,25 +147,67 @@ CHECKS: tuple[tuple[str, str, Check], ...] = (
 )
 
 
-def table(tuned: SetResult, held: SetResult, settings: Sequence[str] = ()) -> str:
-    changed = f" with `Economy({', '.join(settings)})`" if settings else ""
-    command = "".join(f" --set {s}" for s in settings) or " --write"
+def table(
+    tuned: SetResult,
+    held: SetResult,
+    settings: Sequence[str] = (),
+    opted: tuple[SetResult, SetResult] | None = None,
+    config: Mapping[str, Any] | None = None,
+) -> str:
+    """The goals on both sets; with ``opted`` (both sets under :data:`OPT_IN`) two more columns
+    and the trade-off between keeping small results whole and shortening them."""
+    changed = [f"`Economy({', '.join(settings)})`"] if settings else []
+    changed += [f"`{k}={v}`" for k, v in (config or {}).items()]
+    command = "".join(f" --set {s}" for s in settings)
+    command += "".join(f" --{k.replace('_', '-')} {v}" for k, v in (config or {}).items())
+    opt = ", ".join(f"`{k}={v}`" for k, v in OPT_IN.items())
+    head = "| measure | goal | the 27 | held-out |"
+    if opted is not None:
+        head += f" the 27, {opt} | held-out, {opt} |"
     lines = [
-        f"`Config()` (policy `{Config().policy}`){changed}, every request through one `Session`, as "
-        f"`bench/economics/README.md` defines them. `python -m bench.economics.goals{command}`.",
+        f"`Config()` (policy `{Config().policy}`){' with ' + ', '.join(changed) if changed else ''}, "
+        "every request through one `Session`, as `bench/economics/README.md` defines them. "
+        f"`python -m bench.economics.goals{command or ' --write'}`.",
         "",
-        "| measure | goal | the 27 | held-out |",
-        "|---|---|---|---|",
+        head,
+        "|" + "---|" * (head.count("|") - 1),
     ]
+    results = (tuned, held, *(opted or ()))
     for name, goal, check in CHECKS:
         cells = []
-        for result in (tuned, held):
+        for result in results:
             text, met = check(result)
             cells.append(f"{text} {'(met)' if met else '(**not met**)'}")
-        lines.append(f"| {name} | {goal} | {cells[0]} | {cells[1]} |")
+        lines.append(f"| {name} | {goal} | {' | '.join(cells)} |")
         if check is _visible:
-            lines += [f"| {name} | (no goal) | {_note(tuned)} | {_note(held)} |" for name, _note in NOTES]
+            lines += [
+                f"| {note} | (no goal) | {' | '.join(_note(r) for r in results)} |" for note, _note in NOTES
+            ]
+    if opted is not None:
+        lines += ["", *tradeoff(tuned, held, *opted)]
     return "\n".join(lines)
+
+
+def tradeoff(tuned: SetResult, held: SetResult, opt_tuned: SetResult, opt_held: SetResult) -> list[str]:
+    """What keeping results of at most 3,000 chars whole costs and keeps, against
+    :data:`OPT_IN` (shortening them from 1,200 chars), at ``anthropic-5m`` prices."""
+    opt = ", ".join(f"`{k}={v}`" for k, v in OPT_IN.items())
+    lines = [
+        f"Small results kept whole (the default, `compact_min_chars={Config().compact_min_chars}`) "
+        f"against shortening them from {OPT_IN['compact_min_chars']:,} chars ({opt}, the setting "
+        "that opts back in), `anthropic-5m`:",
+        "",
+        "| set | setting | pooled cost | median (>= 50k chars of tool output) | later-used facts visible |",
+        "|---|---|---:|---:|---:|",
+    ]
+    for name, default, opted in (("the 27", tuned, opt_tuned), ("held-out", held, opt_held)):
+        for setting, r in ((opt, opted), ("default", default)):
+            s = r.default["anthropic-5m"]
+            lines.append(
+                f"| {name} | {setting} | {s.pooled:.3f} | {r.big_median['anthropic-5m']:.3f} | "
+                f"{100 * s.visible:.1f} % |"
+            )
+    return lines
 
 
 def _hidden_line_numbers(r: SetResult) -> str:
@@ -186,16 +240,30 @@ def main(argv: Sequence[str] | None = None) -> int:
         metavar="NAME=VALUE",
         help="an Economy setting changed from its default (repeatable): lean=false, read_factor=1000",
     )
+    parser.add_argument(
+        "--compact-min-chars",
+        type=int,
+        metavar="N",
+        help="measure the default with Config(compact_min_chars=N) (--write measures 1200 beside it)",
+    )
     args = parser.parse_args(argv)
     try:
         economy = economy_with(args.set)
     except ValueError as exc:
         parser.error(str(exc))
-    if args.write and args.set:
-        parser.error("--write records the default's table: no --set with it")
-    tuned = measure(load_trajectories(DATA_DIR), not args.no_references, economy)
-    held = measure(heldout_trajectories(), not args.no_references, economy)
-    text = table(tuned, held, args.set)
+    if args.write and (args.set or args.compact_min_chars is not None):
+        parser.error("--write records the default's table: no --set or --compact-min-chars with it")
+    config = {} if args.compact_min_chars is None else {"compact_min_chars": args.compact_min_chars}
+    sets = (load_trajectories(DATA_DIR), heldout_trajectories())
+    tuned, held = (measure(t, not args.no_references, economy, config) for t in sets)
+    opted = None
+    if args.write:
+        # the same reference rows: they do not read toolkeep's settings
+        opted = (
+            dataclasses.replace(measure(sets[0], False, config=OPT_IN), references=tuned.references),
+            dataclasses.replace(measure(sets[1], False, config=OPT_IN), references=held.references),
+        )
+    text = table(tuned, held, args.set, opted, config)
     print(text)
     if args.write:
         write_subsection(GOALS_HEAD, text)

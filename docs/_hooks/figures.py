@@ -55,8 +55,8 @@ PATTERNS = {
     "proxy.relay.first_byte": r"Added by the proxy \(forwarded as is\), 1 alone: first byte \+([\d.]+ ms) at p50",
     "proxy.paced.first_byte": r"Added by the proxy \(`economy`\), 50 paced, 1 s apart: first byte \+([\d.]+ ms) at p50",
     "proxy.economy.cpu": r"1 alone \| through the proxy, `economy` \|(?: [^|]* \|){6} ([\d.]+) \|",
-    "budget.requests_sent": r"\| `economy` \| ([\d,]+ of [\d,]+) \|",
-    "budget.fits_all": r"The highest floor, ([\d,]+) tokens",
+    "budget.requests_sent": r"\| 150,000 \| ([\d,]+ of [\d,]+)",
+    "budget.cost_150k": r"\| 150,000 \|(?: [^|]* \|){6} ([\d.]+) \(",
 }
 
 

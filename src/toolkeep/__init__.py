@@ -36,6 +36,7 @@ from .session import Session
 from .steps import (
     MISSING_RESULT_TEXT,
     Microcompactor,
+    Pipeline,
     ResultBudget,
     Reuse,
     Step,
@@ -68,6 +69,7 @@ __all__ = [
     "Message",
     "Microcompactor",
     "OpaquePart",
+    "Pipeline",
     "Prepared",
     "Pricing",
     "ReaderError",

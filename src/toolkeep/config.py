@@ -235,7 +235,11 @@ class Economy:
     inputs: bool = True
     """Also shorten the long strings of old tool-call inputs (file contents sent by write and
     edit calls), in formats whose rules say ``editable_arguments`` (every registered one)."""
-    input_age: int = 6
+    input_age: int = 2
+    """Age (in requests) at which an old call's long input strings are due to be shortened: as a
+    read of a file is due for its summary (``summary_age`` times ``read_factor``). It was 6 until
+    results of at most :attr:`Config.compact_min_chars` stayed whole; at 2 the default recovers
+    part of what keeping them whole costs (``bench/results.md``, "Goals of the default")."""
     input_min_chars: int = 800
     input_head: int = 300
     head_chars: int = 2_000

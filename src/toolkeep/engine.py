@@ -11,7 +11,7 @@ to the next one) with their output and report, and on the next request:
   the message object, as agents do: an in-place edit of an already-sent message is not seen);
 - keeps every block inside that prefix except the last (which may have grown), without touching
   it, unless the block's age moved it into another tier (only the newest few blocks can: steps
-  say from which age on their output no longer changes, ``age_horizon``);
+  declare the ages at which their output changes, ``Reuse.tiers``);
 - runs the rest (new messages, the grown block, edited ones) through the same steps a one-off
   run would, reusing the neutral form of any message whose fingerprint is unchanged. Where the
   rest holds blocks already past the horizon (a session's first request on a long history, or
@@ -23,9 +23,11 @@ over the steps), keyed by the step, the very message objects it is given, their 
 tiers their age is past (the step's :class:`~toolkeep.steps.Reuse`); steps never see the memo.
 
 A policy whose last step decides over the whole session (the cache-aware one: its step's
-``Reuse`` has a :class:`~toolkeep.steps.Plan`) runs the same way: the steps before it run block by block, their
-output is kept as one flat history, the plan brings its decisions up to date with what is new,
-and only the blocks whose decisions changed are rendered again.
+``Reuse`` has a :class:`~toolkeep.steps.Plan`) runs the same way: the steps before it run block
+by block, their output is kept as one flat history, the plan brings its decisions up to date
+with what is new, and only the blocks whose decisions changed are rendered again. Last, the
+pipeline's ``bound`` slot, when filled, brings the request within its budget
+(:mod:`toolkeep.window`; the engine does not know it otherwise).
 
 Formats that read a message in the light of the others (their rules do not say
 ``per_message``) are loaded whole and run as one block, on a state of their own.
@@ -48,11 +50,10 @@ from .formats import Format
 from .messages import History, Message, ToolResultPart
 from .pricing import CacheExpiry
 from .report import Report
-from .steps import Memo, Place, Plan, Step, StepContext, reuse_of
+from .steps import Bound, Memo, Pipeline, Place, Plan, Step, StepContext, reuse_of
 from .steps.memo import FORGETFUL, MISSING, dumped
 from .steps.pairing import first_choice_id
 from .turns import unfolded
-from .window import WindowState, bound
 
 __all__ = ["Resolved", "SessionState", "common_prefix", "fingerprint", "run"]
 
@@ -192,8 +193,8 @@ class SessionState:
     """The session clock's reading when the conversation's last request was prepared."""
     expiry: CacheExpiry = field(default_factory=CacheExpiry)
     """Which of the conversation's requests found the provider's cache expired."""
-    window: WindowState = field(default_factory=WindowState)
-    """The request budget's state (:mod:`toolkeep.window`)."""
+    window: Any = None
+    """The request budget's state (the pipeline's ``bound`` slot makes it, :mod:`toolkeep.window`)."""
 
     def forget(self) -> None:
         """Drop the blocks and the plan (the next request is prepared from scratch); what the
@@ -229,7 +230,7 @@ def _declared(steps: Sequence[Step], ctx: StepContext) -> list[_Declared]:
 def run(
     fmt: Format,
     messages: Sequence[Any],
-    steps: Sequence[Step],
+    pipeline: Pipeline | Sequence[Step],
     ctx: StepContext,
     state: SessionState | None = None,
     same: int = 0,
@@ -243,10 +244,15 @@ def run(
     of its last request (:func:`common_prefix`), and only what changed is done again; the state
     is updated in place, and a failure resets it. Without one, the whole history is run at once
     (``memo``: the dumps an earlier run made of the same objects).
-    With ``Config.max_request_tokens`` the output ends within it (:mod:`toolkeep.window`);
-    ``extras`` (the request's tool definitions and system prompt) count towards it.
+    The pipeline's ``bound`` slot, when filled (``Config.max_request_tokens``), brings the
+    output within the request budget (:mod:`toolkeep.window`); ``extras`` (the request's tool
+    definitions and system prompt) count towards it.
     """
-    if ctx.config.max_request_tokens is not None and ctx.store is not None:
+    pipeline = Pipeline.of(pipeline)
+    steps, budget = pipeline.steps, pipeline.bound
+    if state is not None and budget is not None and state.window is None:
+        state.window = budget.new_state()
+    if budget is not None and ctx.store is not None:
         restored = unfolded(fmt, messages, ctx.lookup)  # archived turns sent back come back whole
         if restored is not messages:
             messages, same = restored, 0
@@ -263,6 +269,7 @@ def run(
                 messages,
                 steps,
                 ctx,
+                budget,
                 state.window if state else None,
                 extras,
                 memo if memo is not None else state.memo if state else Memo(),
@@ -271,7 +278,7 @@ def run(
             raise  # prepared whole, then refused: the state stands for the next request
         except BaseException:
             if state is not None:
-                state.window = WindowState()
+                state.window = None
             raise
     if fmt is not state.format:
         state.forget()
@@ -279,7 +286,7 @@ def run(
     if state.plan is None and planned is not None:
         state.plan = planned
     try:
-        return _Engine(state).run(fmt, messages, declared, ctx, same, extras)
+        return _Engine(state, budget).run(fmt, messages, declared, ctx, same, extras)
     except RequestTooLargeError:
         raise  # prepared whole, then refused: the state stands for the next request
     except BaseException:
@@ -362,7 +369,8 @@ def _run_whole(
     messages: Sequence[Any],
     steps: Sequence[Step],
     ctx: StepContext,
-    window: WindowState | None,
+    budget: Bound | None,
+    window: Any,
     extras: Sequence[Any],
     memo: Memo,
 ) -> list[Any]:
@@ -372,16 +380,18 @@ def _run_whole(
     ctx.report.total = sum(1 for m in history for p in m.parts if isinstance(p, ToolResultPart))
     ctx.report.chars_after = _result_chars(history)
     out = fmt.dump(history)
-    if ctx.config.max_request_tokens is None:
+    if budget is None:
         return out
-    return bound(fmt, out, history, stage, ctx, window, extras, messages, memo=memo)
+    return budget(fmt, out, history, stage, ctx, window, extras, messages, memo=memo)
 
 
 class _Engine:
     """One request's work on a session's state (see the module docstring)."""
 
-    def __init__(self, state: SessionState) -> None:
+    def __init__(self, state: SessionState, budget: Bound | None = None) -> None:
         self.state = state
+        self.budget = budget
+        """The pipeline's ``bound`` slot: with one, blocks keep what it measures."""
 
     def run(
         self,
@@ -489,7 +499,7 @@ class _Engine:
             first_changed = self._render(fmt, plan, min(first_changed, keep), ctx, unsaved)
         self._commit(blocks, first_changed, ctx.report)
         ctx.report.save_errors += unsaved
-        if ctx.config.max_request_tokens is None:
+        if self.budget is None:
             return list(state.out)
         final: History = []
         stage: History = []
@@ -498,7 +508,7 @@ class _Engine:
             final += b.neutral
             stage += b.stage
             stage_out += b.stage_out
-        return bound(
+        return self.budget(
             fmt,
             list(state.out),
             final,
@@ -610,8 +620,8 @@ class _Engine:
     def _neutral(self, start: int, end: int) -> History:
         return [m for _, _, m in self.state.fingerprints[start:end]]
 
-    @staticmethod
     def _run_block(
+        self,
         fmt: Format,
         block: History,
         start: int,
@@ -646,7 +656,7 @@ class _Engine:
         report.chars_after = _result_chars(history)
         report.total = sum(1 for m in history for p in m.parts if isinstance(p, ToolResultPart))
         call_ids = tuple(c.id for m in history if m.role == "assistant" for c in m.calls)
-        bounded = ctx.config.max_request_tokens is not None
+        bounded = self.budget is not None
         dumps = memo if memo is not None else FORGETFUL
         if staged:  # the policy's last step is the plan: the whole stage is the measure
             return _Block(

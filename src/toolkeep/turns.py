@@ -277,23 +277,25 @@ def extend(
     ends = [e for e in ends if e > lo]
     if not ends:
         return kept, 0
-    old = kept.tokens if kept else 0
-
-    def gain(end: int) -> int:
-        return prefix[end] - prefix[lo] - saved_in(lo, end) + old
-
+    # what each end saves before the note's own tokens: the span's measure after its cuts, and
+    # the note it replaces
+    gains, gain, last = [], (kept.tokens if kept else 0), lo
+    for e in ends:
+        gain += prefix[e] - prefix[last] - saved_in(last, e)
+        gains.append(gain)
+        last = e
     goal = int(target * (1 - BATCH))
     # the note costs tokens too: try ends from the first that would fit without it, on
-    n = next((k for k, e in enumerate(ends) if over - gain(e) <= goal), None)
+    n = next((k for k, g in enumerate(gains) if over - g <= goal), None)
     if n is None:
-        n = next((k for k, e in enumerate(ends) if over - gain(e) <= target), len(ends) - 1)
+        n = next((k for k, g in enumerate(gains) if over - g <= target), len(ends) - 1)
         goal = target
     while True:
         made = archive(fmt, stage, start, ends[n], ctx, count)
         if made is None:
             return kept, 0
-        if n == len(ends) - 1 or over - gain(ends[n]) + made.tokens <= goal:
-            return made, gain(ends[n]) - made.tokens
+        if n == len(ends) - 1 or over - gains[n] + made.tokens <= goal:
+            return made, gains[n] - made.tokens
         n += 1
 
 

@@ -34,8 +34,10 @@ Where it lives, and why so
 --------------------------
 A request-wide bound is not block-local: whether an old result must go depends on everything
 after it. So it is not a step, and not the policy's plan (one policy's, when every policy needs
-the bound): it is a last pass in the engine, over the rendered output, with a small state of its
-own in the session (:class:`WindowState`).
+the bound): it is the pipeline's last slot, ``bound`` (:class:`RequestBudget`, which every policy
+gets from :mod:`toolkeep.policies` when ``Config.max_request_tokens`` is set), a last pass over
+the rendered output, with a small state of its own in the session (:class:`WindowState`). Its
+shortened forms are the policies' own (:mod:`toolkeep.shortforms`).
 
 Its decisions must be a function of the history alone (a fresh run sends the same bytes as a
 session that saw every request) and must never be taken back (a result cut for the budget stays
@@ -95,6 +97,7 @@ __all__ = [
     "DEEP_INPUTS",
     "MARGIN",
     "SUMMARY_CHARS",
+    "RequestBudget",
     "WindowState",
     "bound",
     "extras_tokens",
@@ -230,6 +233,33 @@ def _identical(old: list[Any], new: list[Any]) -> int:
     if a == b:
         return n
     return next(i for i in range(n) if a[i] != b[i])
+
+
+class RequestBudget:
+    """The pipeline's ``bound`` slot (:class:`~toolkeep.steps.Pipeline`): the request within
+    ``Config.max_request_tokens`` (:func:`bound`, with a :class:`WindowState` per conversation)."""
+
+    def new_state(self) -> WindowState:
+        return WindowState()
+
+    def __call__(
+        self,
+        fmt: Format,
+        out: list[Any],
+        final: History,
+        stage: History,
+        ctx: StepContext,
+        state: WindowState | None,
+        extras: Sequence[Any],
+        inputs: Sequence[Any],
+        stage_out: list[Any] | None = None,
+        *,
+        memo: Memo | None = None,
+    ) -> list[Any]:
+        return bound(fmt, out, final, stage, ctx, state, extras, inputs, stage_out, memo=memo)
+
+    def __repr__(self) -> str:
+        return "<bound RequestBudget>"
 
 
 class _Counts:
@@ -463,13 +493,15 @@ class _Fold:
         state.stage = list(stage)
 
     def _saved_in(self, start: int, stop: int) -> int:
-        """Tokens the cuts saved in messages ``start`` to ``stop``."""
-        return sum(
-            item.tokens[0] - item.tokens[-1]
-            for items in (self.state.results, self.state.inputs)
-            for item in items
-            if start <= item.message < stop
-        )
+        """Tokens the cuts saved in messages ``start`` to ``stop`` (items are in message order)."""
+        saved = 0
+        for items in (self.state.results, self.state.inputs):
+            for n in range(bisect_left(items, start, key=lambda item: item.message), len(items)):
+                item = items[n]
+                if item.message >= stop:
+                    break
+                saved += item.tokens[0] - item.tokens[-1]
+        return saved
 
     def _collect(self, stage: History, sent: list[Any], start: int, stop: int) -> None:
         """The items of messages ``start`` to ``stop`` (now old enough to be cut), in order."""

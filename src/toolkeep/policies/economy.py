@@ -41,7 +41,7 @@ from ..pricing import resolve_pricing
 from ..shortforms.commands import Kind, call_kind, call_target
 from ..shortforms.inputs import RestoreInputs, parsed_object
 from ..shortforms.previews import names_of
-from ..steps import Microcompactor, Reuse, Step, StepContext
+from ..steps import Pipeline, Reuse, StepContext
 from .accounting import FoldState, Item, account, allowance, grow_chars
 from .cost import CostModel
 from .forms import Forms
@@ -386,11 +386,13 @@ class _Before:
         return (place is not None and place < self.at) or name in self.extra
 
 
-def economy_steps(config: Config, economy: Economy | None = None) -> list[Step]:
+def economy_steps(config: Config, economy: Economy | None = None) -> Pipeline:
     """The economy pipeline: pairing, originals and inputs restored, per-tool caps, budget,
     cache-aware compaction (``economy``, default ``config.economy``)."""
     economy = economy or config.economy
     if economy.entry_chars is not None and economy.entry_chars < config.max_result_chars:
         config = config.replace(max_result_chars=economy.entry_chars)
-    spec = [step for step in spec_steps(config) if not isinstance(step, Microcompactor)]
-    return [*spec[:2], RestoreInputs(), *spec[2:], EconomyCompactor(economy)]
+    spec = spec_steps(config)
+    return spec.with_slot("restore", *spec.restore, RestoreInputs()).with_slot(
+        "compact", EconomyCompactor(economy)
+    )

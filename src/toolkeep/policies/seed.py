@@ -22,8 +22,8 @@ from ..config import Config
 from ..content_type import detect_content_type_seed
 from ..messages import History, ToolResultPart
 from ..shorten import carried_keys, compact_form, summary_form
-from ..steps import Microcompactor, Reuse, Step, StepContext, ToolCaps, replace_results
-from .spec import spec_steps
+from ..steps import Pipeline, Reuse, StepContext, ToolCaps, replace_results
+from .spec import result_budget, spec_steps
 
 __all__ = ["SeedMicrocompactor", "seed_steps"]
 
@@ -93,26 +93,23 @@ class SeedMicrocompactor:
         return None if text == p.text else p.with_text(text, key=key)
 
 
-def seed_steps(config: Config) -> list[Step]:
-    """The seed's pipeline: pairing, per-tool caps, budget, ChatCLI's microcompaction."""
-    spec = [_seed_caps(step, config) for step in spec_steps(config) if not isinstance(step, Microcompactor)]
-    return [
-        *spec,
-        SeedMicrocompactor(
-            truncate_turns=config.truncate_turns,
-            summarize_turns=config.summarize_turns,
-            min_chars=config.compact_min_chars,
-            head=config.compact_head_chars,
-            tail=config.compact_tail_chars,
-        ),
-    ]
-
-
-def _seed_caps(step: Step, config: Config) -> Step:
-    """The caps step as ChatCLI has it: head 5,000 and tail 1,000 (or the config's), every cut
-    its own, none left to the budget."""
-    if not isinstance(step, ToolCaps):
-        return step
+def seed_steps(config: Config) -> Pipeline:
+    """The seed's pipeline: SPEC's, with ChatCLI's caps (head 5,000 and tail 1,000, or the
+    config's; every cut its own, none left to the budget) and ChatCLI's microcompaction."""
     head = config.cap_head_chars if config.cap_head_chars is not None else 5_000
     tail = config.cap_tail_chars if config.cap_tail_chars is not None else 1_000
-    return ToolCaps(default=config.default_tool_cap, caps=config.tool_caps, head=head, tail=tail)
+    caps = ToolCaps(default=config.default_tool_cap, caps=config.tool_caps, head=head, tail=tail)
+    return (
+        spec_steps(config)
+        .with_slot("enter", caps, result_budget(config))
+        .with_slot(
+            "compact",
+            SeedMicrocompactor(
+                truncate_turns=config.truncate_turns,
+                summarize_turns=config.summarize_turns,
+                min_chars=config.compact_min_chars,
+                head=config.compact_head_chars,
+                tail=config.compact_tail_chars,
+            ),
+        )
+    )

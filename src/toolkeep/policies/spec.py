@@ -1,16 +1,16 @@
-"""SPEC's pipeline, the ``spec`` policy; the other policies build on its steps."""
+"""SPEC's pipeline, the ``spec`` policy; the other policies build on its slots."""
 
 from __future__ import annotations
 
 from ..config import Config, ToolCap
-from ..steps import Microcompactor, ResultBudget, Step, ToolCaps, repair_pairing, restore_originals
+from ..steps import Microcompactor, Pipeline, ResultBudget, ToolCaps, repair_pairing, restore_originals
 
-__all__ = ["spec_steps"]
+__all__ = ["result_budget", "spec_steps"]
 
 
-def spec_steps(config: Config) -> list[Step]:
-    """SPEC's pipeline: pairing, originals, per-tool caps, budget, age-tiered microcompaction."""
-    budget = ResultBudget(
+def result_budget(config: Config) -> ResultBudget:
+    """SPEC's budget of one result and one turn, from ``config``."""
+    return ResultBudget(
         max_result_chars=config.max_result_chars,
         turn_budget_chars=config.turn_budget_chars,
         head=config.preview_head_chars,
@@ -21,24 +21,33 @@ def spec_steps(config: Config) -> list[Step]:
             if isinstance(cap, ToolCap) and cap.max_result_chars is not None
         },
     )
-    return [
-        repair_pairing,
-        restore_originals,
-        ToolCaps(
-            default=config.default_tool_cap,
-            caps=config.tool_caps,
-            head=config.cap_head_chars,
-            tail=config.cap_tail_chars,
-            budget=budget,
+
+
+def spec_steps(config: Config) -> Pipeline:
+    """SPEC's pipeline: pairing, originals, per-tool caps, budget, age-tiered microcompaction."""
+    budget = result_budget(config)
+    return Pipeline(
+        repair=(repair_pairing,),
+        restore=(restore_originals,),
+        enter=(
+            ToolCaps(
+                default=config.default_tool_cap,
+                caps=config.tool_caps,
+                head=config.cap_head_chars,
+                tail=config.cap_tail_chars,
+                budget=budget,
+            ),
+            budget,
         ),
-        budget,
-        Microcompactor(
-            truncate_turns=config.truncate_turns,
-            summarize_turns=config.summarize_turns,
-            min_chars=config.compact_min_chars,
-            head=config.compact_head_chars,
-            tail=config.compact_tail_chars,
-            preserve=config.preserve_tools,
-            preserve_errors=config.preserve_errors,
+        compact=(
+            Microcompactor(
+                truncate_turns=config.truncate_turns,
+                summarize_turns=config.summarize_turns,
+                min_chars=config.compact_min_chars,
+                head=config.compact_head_chars,
+                tail=config.compact_tail_chars,
+                preserve=config.preserve_tools,
+                preserve_errors=config.preserve_errors,
+            ),
         ),
-    ]
+    )

@@ -67,6 +67,8 @@ def make_preparer(
         archive = ProxyArchive(ws, limits=limits)
     max_age = None if max_age_days is None else max_age_days * 86_400
     ws.disk = DiskCap(ws.path, archive, max_bytes=max_disk_bytes, max_age=max_age)
+    if isinstance(archive, ProxyArchive):
+        archive.disk = ws.disk
     ws.disk.collect()
     atexit.register(ws.disk.remove_pins)
     table = Conversations(config, ws, archive, remote_agents=remote_agents)

@@ -2,12 +2,14 @@
 
 A conversation is told apart by the provider route and the first item of its history (an agent
 resends its whole history each turn, so the first message stays while the conversation goes
-on). Each has a :class:`~toolkeep.Session` of its own over the proxy's shared workspace and
-store, so that conversations are prepared independently and in parallel. The table is bounded:
+on). Each holds a :class:`toolkeep.conversation.Conversation` of its own (state, timing) over
+the proxy's shared workspace and store, with an :class:`toolkeep.archive.Archive` of its own
+(the pins on the originals its markers name), so that conversations are prepared independently
+and in parallel. The table is bounded:
 the least recently used conversation goes past ``max_conversations``, and one idle for
 ``idle_seconds`` expires. A history the agent rewrote keeps working: Claude Code's own
 compaction changes the first message (a new state), and a rewind shares only a prefix with the
-last request, which the session's engine notices and does again. For a policy that decides
+last request, which the conversation's engine notices and does again. For a policy that decides
 with time (the cache-aware one), each request's time comes from records in the store that every
 replica shares (:mod:`.timeline`), not from the process's own memory of the conversation.
 """
@@ -21,13 +23,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..archive import Archive
 from ..config import Config
+from ..conversation import Conversation as ConversationState
 from ..conversation_key import conversation_key as first_message_key
 from ..formats import get_format
 from ..policies import build_steps
-from ..session import Session
 from ..shorten import archive_key
-from ..steps import reuse_of
 from ..stores import ArchiveStore
 from ..workspace import Workspace
 from .files import WaysBack, with_files
@@ -53,13 +55,15 @@ def _route_key(route: str, first: str) -> str:
 
 @dataclass
 class Conversation:
-    """A conversation's session and what the statistics compare with its last request."""
+    """A conversation's toolkeep state and what the statistics compare with its last request."""
 
     key: str
     first: str
-    """The key of its first message (:func:`toolkeep.conversation_key.conversation_key`): what
-    its session tells it apart by, handed to it so that it is not computed again."""
-    session: Session
+    """The key of its first message (:func:`toolkeep.conversation_key.conversation_key`)."""
+    state: ConversationState
+    """What prepares its requests: its state, timing and steps, over the shared workspace."""
+    archive: Archive
+    """Its pins on the shared store, released when the table drops it."""
     last_used: float
     ways: WaysBack
     """The way back each of its shortened results names."""
@@ -98,10 +102,7 @@ class Conversations:
         self._lock = threading.Lock()
         own = config.economy.min_chars  # None: the config's threshold
         self._min_chars = config.compact_min_chars if own is None else min(config.compact_min_chars, own)
-        steps = build_steps(config)
-        self.timeline: Timeline | None = (
-            Timeline(store, wall_clock) if steps and reuse_of(steps[-1]).plan is not None else None
-        )
+        self.timeline: Timeline | None = Timeline(store, wall_clock) if build_steps(config).plans else None
         """The requests' times, shared by the replicas, for a policy that decides with time."""
 
     def __len__(self) -> int:
@@ -117,7 +118,8 @@ class Conversations:
             self._expire(now, dropped)
             conversation = self._table.pop(key, None)
             if conversation is None:
-                conversation = Conversation(key, first, self._session(), now, WaysBack(self.store, key))
+                state, archive = self._conversation(first)
+                conversation = Conversation(key, first, state, archive, now, WaysBack(self.store, key))
                 self.started += 1
                 while len(self._table) >= self.max_conversations:
                     dropped.append(self._table.popitem(last=False)[1])
@@ -142,15 +144,19 @@ class Conversations:
         for gone in dropped:
             _release(gone)
 
-    def _session(self) -> Session:
+    def _conversation(self, first: str) -> tuple[ConversationState, Archive]:
+        """A new conversation's state over the shared workspace and store, with pins of its own;
+        its steps are the policy's with the proxy's file saving in its slot."""
+        archive = Archive(self.config, workspace=self.workspace, store=self.store)
         steps = with_files(build_steps(self.config), self._min_chars)
-        return Session(self.config, workspace=self.workspace, store=self.store, steps=steps)
+        return ConversationState(self.config, archive, steps, key=first, workspace=self.workspace), archive
 
 
 def _release(conversation: Conversation) -> None:
     """Close a conversation dropped from the table, once its request in flight (if any) is done:
-    its session releases the store pins on the originals its markers named, which may then be
+    its archive releases the store pins on the originals its markers named, which may then be
     evicted under the store's caps again. The proxy's workspace and store are shared and kept
-    (the session does not own them)."""
+    (the archive does not own them)."""
     with conversation.lock:
-        conversation.session.close()
+        conversation.archive.close()
+        conversation.state.close()

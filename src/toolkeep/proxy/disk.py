@@ -280,7 +280,7 @@ class ProxyWorkspace(Workspace):
                 self.saved.popitem(last=False)
         if self.disk is not None:
             with contextlib.suppress(OSError):
-                self.disk.wrote(path.stat().st_size)
+                self.disk.wrote(_blocks(path.stat().st_size))
         return path
 
     def saved_name(self, key: str) -> str | None:
@@ -288,7 +288,7 @@ class ProxyWorkspace(Workspace):
             return self.saved.get(key)
 
 
-REMEMBERED = 100_000
+REMEMBERED = 20_000
 """How many saved files' names a :class:`ProxyWorkspace` remembers by key."""
 
 
@@ -307,6 +307,8 @@ class ProxyArchive(FileStore):
     ) -> None:
         super().__init__(workspace.archive_dir, limits=limits, clock=clock)
         self.workspace = workspace
+        self.disk: DiskCap | None = None
+        """The caps its writes count toward."""
 
     def put(self, key: str, text: str) -> None:
         name = self.workspace.saved_name(validate_key(key))
@@ -327,6 +329,13 @@ class ProxyArchive(FileStore):
             except OSError:
                 pass  # there already (a use, below), or no link: written as any store writes
         super().put(key, text)
+        if self.disk is not None:
+            self.disk.wrote(_blocks(len(text)))  # (at least: a use of one there counts too)
+
+
+def _blocks(size: int) -> int:
+    """What a file of ``size`` bytes takes on disk, about: whole 4 KiB blocks."""
+    return -(-max(size, 1) // 4096) * 4096
 
 
 def _allocated(info: os.stat_result) -> int:

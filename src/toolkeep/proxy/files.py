@@ -39,7 +39,7 @@ from ..formats import FORMATS, Format, ToolSpec, validate
 from ..messages import History, Message, Part
 from ..recall import MCP_PATH, recall_tool_name
 from ..shorten import archive_key
-from ..steps import Reuse, Step, StepContext
+from ..steps import Pipeline, Reuse, StepContext
 from ..stores import ArchiveStore
 
 __all__ = [
@@ -196,10 +196,10 @@ class PersistOnEntry:
         return history if out is None else out
 
 
-def with_files(steps: Sequence[Step], min_chars: int) -> list[Step]:
-    """``steps`` with :class:`PersistOnEntry` after pairing repair and the originals' restore
-    (the first two steps of every named policy)."""
-    return [*steps[:2], PersistOnEntry(min_chars), *steps[2:]]
+def with_files(pipeline: Pipeline, min_chars: int) -> Pipeline:
+    """``pipeline`` with :class:`PersistOnEntry` first in its ``enter`` slot (where results
+    enter the history, before the caps)."""
+    return pipeline.with_slot("enter", PersistOnEntry(min_chars), *pipeline.enter)
 
 
 _SHAPES = [f.request for f in FORMATS.values() if f.request is not None]

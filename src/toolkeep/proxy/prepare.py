@@ -215,30 +215,18 @@ class Preparer:
         fmt = request.format(route)
         with conversation.lock:
             texts = [serialize_message(m) for m in history]
-            session = conversation.session
+            state = conversation.state
             timeline = self.conversations.timeline
-            # the request as read and the conversation's key go to the session: neither is
-            # computed twice for one request
+            # the request as read goes to the conversation, which the table found by its key:
+            # neither is computed twice for one request
             if timeline is None:
-                prepared, report = session.prepare(
-                    document, format=route, conversation=conversation.first, request=request
-                )
+                prepared, report = state.prepare_request(document, route, request=request)
             else:  # the policy decides with time: from the shared records
-                moment = timeline.moment(
-                    conversation.key,
-                    history,
-                    texts,
-                    lambda: session.cache_times(history, conversation=conversation.first),
+                moment = timeline.moment(conversation.key, history, texts, state.cache_times)
+                prepared, report = state.prepare_request(
+                    document, route, now=moment.time, cache=moment.cache, request=request
                 )
-                prepared, report = session.prepare(
-                    document,
-                    format=route,
-                    now=moment.time,
-                    cache=moment.cache,
-                    conversation=conversation.first,
-                    request=request,
-                )
-                timeline.record(moment, session.cache_times(history, conversation=conversation.first))
+                timeline.record(moment, state.cache_times())
             current = request_way(
                 get_format(request.format_name(route)).request_tools(document),
                 self.conversations.remote_agents,

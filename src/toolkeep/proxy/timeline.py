@@ -70,10 +70,10 @@ class Timeline:
     ) -> Moment:
         """The moment of request ``history`` of ``conversation``, whose items serialize as
         ``texts``: its own record if it has one, else now, after the request before it as its
-        record says; without that record, after what this process ``known`` (its session's
-        :meth:`~toolkeep.Session.cache_times`, or a callable giving it: then asked only in that
-        case). Prepare the request with ``session.prepare(..., now=moment.time,
-        cache=moment.cache)``."""
+        record says; without that record, after what this process ``known`` (its conversation's
+        :meth:`~toolkeep.conversation.Conversation.cache_times`, or a callable giving it: then
+        asked only in that case). Prepare the request with ``conversation.prepare(...,
+        now=moment.time, cache=moment.cache)``."""
         end = previous_end(history)
         key, previous_key = _keys(conversation, texts, end)
         own = self._read(key)
@@ -89,7 +89,7 @@ class Timeline:
 
     def record(self, moment: Moment, after: CacheTimes) -> None:
         """Write the record of the request just prepared at ``moment``, ``after`` being its
-        session's :meth:`~toolkeep.Session.cache_times` then (once: a record the store has
+        conversation's :meth:`~toolkeep.conversation.Conversation.cache_times` then (once: a record the store has
         already stays as it is)."""
         if moment.recorded:
             return
