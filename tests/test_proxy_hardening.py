@@ -120,6 +120,7 @@ def test_an_over_size_body_is_a_413_in_its_providers_shape_before_it_is_read(
         # at the limit it passes
         small = httpx.post(proxy.url + path, content=b"{" + b" " * 998 + b"}", headers=ANTHROPIC, timeout=60)
         assert small.status_code != 413
+    assert "Traceback" not in proxy.stderr()
     assert len(upstream.requests()) == before + 1  # only the last reached the upstream
 
 
@@ -140,6 +141,7 @@ def test_a_stalled_head_or_body_is_closed(upstream: ScriptedUpstream, tmp_path: 
         with httpx.Client(base_url=proxy.url, timeout=60) as client:
             for _ in range(2):
                 assert client.get("/toolkeep/stats").status_code == 200
+    assert "Traceback" not in proxy.stderr()
     assert len(requests_to(upstream, "/v1/messages")) == before
 
 
