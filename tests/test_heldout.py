@@ -158,6 +158,14 @@ def test_goals_table_checks_each_goal_on_each_set(
     assert "| all | 1 of 1 (met) | 1 of 1 (met) |" in goals.table(measured, measured)
     measured.references = {"cheap": unbeaten}
     assert "not: cheap (0.10" in goals.table(measured, measured)
+    # --write: the setting that opts back in to shortening small results, beside the default,
+    # and the trade-off between them on each set
+    both = goals.table(measured, measured, opted=(measured, measured))
+    assert "| held-out | the 27, `compact_min_chars=1200` | held-out, `compact_min_chars=1200` |" in both
+    pooled = f"{measured.default['anthropic-5m'].pooled:.3f}"
+    for which in ("the 27", "held-out"):
+        for setting in ("`compact_min_chars=1200`", "default"):
+            assert f"| {which} | {setting} | {pooled} |" in both
 
 
 def test_goals_measures_a_changed_economy_setting(
@@ -186,3 +194,5 @@ def test_goals_measures_a_changed_economy_setting(
     assert default.default["anthropic-5m"].visible > unshortened.default["anthropic-5m"].visible
     text = goals.table(default, default, ["previews=false"])
     assert "with `Economy(previews=false)`" in text and "goals --set previews=false`" in text
+    text = goals.table(default, default, config={"compact_min_chars": 1_200})
+    assert "with `compact_min_chars=1200`" in text and "goals --compact-min-chars 1200`" in text
