@@ -181,39 +181,33 @@ class Session(Closing):
         conversation: str | None = None,
         request: Request | None = None,
     ) -> Prepared | PreparedRequest:
-        """The history to send and a report; ``messages`` is never mutated.
-
-        Unchanged messages are shared with the input (treat the output as read-only); changed
-        ones are new objects.
+        """The history to send and a report; ``messages`` is never mutated. Unchanged messages
+        are shared with the input (treat the output as read-only); changed ones are new objects.
 
         A mapping is a request object (:mod:`toolkeep.requests`): ``{"messages": [...], ...}``,
-        ``{"input": [...], ...}`` or ``{"contents": [...], ...}``. Its history is prepared as
-        above, read in the format its key implies (``format="auto"``), and it comes back as a new
-        request object of the same shape, every other field the very value it was.
+        ``{"input": [...], ...}`` or ``{"contents": [...], ...}``: its history is prepared, read
+        in the format its key implies (``format="auto"``), and it comes back as a new request
+        object of the same shape, every other field the very value it was.
 
         Safe to call from several threads: calls are taken one at a time, and each gets the
-        output a session of its own would give. A session keeps the state of up to
-        :attr:`conversations_kept` conversations, told apart by their first message, so an
-        integration object that serves several conversations at once prepares each
-        incrementally (conversations that begin with the same message share one state, which
-        stays correct but redoes more work).
+        output a session of its own would give. The state of up to :attr:`conversations_kept`
+        conversations is kept, told apart by their first message, so an integration object that
+        serves several conversations at once prepares each incrementally (conversations that
+        begin with the same message share one state: still correct, but more work redone).
 
         With ``Config.max_request_tokens`` the request comes back within that many tokens
         (:mod:`toolkeep.window`), or :class:`~toolkeep.exceptions.RequestTooLargeError` is raised.
-        ``tools`` and ``system`` are the tool definitions and system prompt sent beside a list of
-        messages, counted towards it (as they are sent: any JSON value); a request object
-        carries its own (``tools``, ``system``, ``instructions``, ``systemInstruction``, ...).
+        ``tools`` and ``system`` (any JSON value, as sent beside a list of messages) count towards
+        it; a request object carries its own (``tools``, ``system``, ``instructions``, ...).
 
-        ``now`` is the time of this request, in the clock's seconds, instead of a reading of
-        :attr:`clock`; ``cache`` is what to know of the conversation's earlier requests instead
-        of what this session remembers (:meth:`cache_times`): together they let a caller that
-        keeps a conversation's timing elsewhere, as the proxy's replicas do, get the bytes a
-        session that had seen every request would give.
-
-        ``conversation`` is the key of the conversation (:func:`toolkeep.conversation_key.conversation_key`
-        of the first message) and ``request`` the request object ``messages`` read
-        (:func:`toolkeep.requests.read_request`), for a caller that has them already: they are
-        not computed again.
+        ``now`` is the time of this request in the clock's seconds (instead of a reading of
+        :attr:`clock`) and ``cache`` what to know of the conversation's earlier requests (instead
+        of what the session remembers, :meth:`cache_times`): a caller that keeps a conversation's
+        timing elsewhere, as the proxy's replicas do, gets the bytes a session that had seen every
+        request would give. ``conversation`` (the key of the first message,
+        :func:`toolkeep.conversation_key.conversation_key`) and ``request`` (what
+        :func:`toolkeep.requests.read_request` read of ``messages``) are for a caller that has
+        them already: they are not computed again.
         """
         timing = check_timing(now, cache)
         if isinstance(messages, Mapping):

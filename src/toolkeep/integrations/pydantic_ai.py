@@ -55,9 +55,11 @@ from pydantic_ai.models import ModelRequestContext  # noqa: E402
 from pydantic_ai.tools import RunContext, Tool, ToolDefinition  # noqa: E402
 from pydantic_ai.toolsets import FunctionToolset  # noqa: E402
 
-from ..formats.pydantic_ai import FORMAT, PydanticAIFormat  # noqa: E402  (it needs pydantic_ai too)
+# the format lives with the others; handed on here, where it was first (it needs pydantic_ai too)
+from ..formats.pydantic_ai import FORMAT as FORMAT  # noqa: E402
+from ..formats.pydantic_ai import PydanticAIFormat as PydanticAIFormat  # noqa: E402
 
-__all__ = ["FORMAT", "PydanticAIFormat", "ToolkeepCapability", "ToolkeepHistory"]
+__all__ = ["ToolkeepCapability", "ToolkeepHistory"]
 
 
 def _declared(ctx: RunContext[Any], name: str) -> int | None:
