@@ -52,7 +52,7 @@ def make_preparer(
     ``log_json``: where one JSON line per request goes (:mod:`.observe`); ``max_disk_bytes``
     and ``max_age_days``: the caps on its saved results and archive (:mod:`.disk`, ``None``: no
     cap), collected once here."""
-    from .observe import Observer  # (Starlette: the proxy extra)
+    from .observe import Observer, observe  # (Starlette: the proxy extra)
 
     ws = ProxyWorkspace(workspace if workspace is not None else default_workspace(), keep=True)
     if isinstance(store, str):
@@ -73,5 +73,5 @@ def make_preparer(
     atexit.register(ws.disk.remove_pins)
     table = Conversations(config, ws, archive, remote_agents=remote_agents)
     preparer = Preparer(table)
-    preparer.observer = Observer(table, stats_backend(archive, ws.path), log_json=log_json)
+    observe(preparer, Observer(table, stats_backend(archive, ws.path), log_json=log_json))
     return preparer

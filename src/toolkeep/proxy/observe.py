@@ -22,6 +22,7 @@ import contextlib
 import datetime
 import json
 import threading
+import weakref
 from pathlib import Path
 from typing import IO, Any
 
@@ -222,13 +223,22 @@ class Observer:
                 self.log_json.close()
 
 
+_OBSERVERS: weakref.WeakKeyDictionary[Preparer, Observer] = weakref.WeakKeyDictionary()
+"""Each preparer's observer (kept here, so that the preparer knows nothing of its observer)."""
+
+
+def observe(preparer: Preparer, observer: Observer) -> None:
+    """Make ``observer`` the one of ``preparer``'s proxy."""
+    _OBSERVERS[preparer] = observer
+
+
 def observer_for(preparer: Preparer) -> Observer:
-    """The observer of ``preparer``'s proxy: the one it was given (``preparer.observer``), else
-    one without a JSON log, keeping its statistics beside its store (:func:`.stats.stats_backend`)."""
-    if preparer.observer is None:
+    """The observer of ``preparer``'s proxy: the one it was given (:func:`observe`), else one
+    without a JSON log, keeping its statistics beside its store (:func:`.stats.stats_backend`)."""
+    observer = _OBSERVERS.get(preparer)
+    if observer is None:
         table = preparer.conversations
-        preparer.observer = Observer(table, stats_backend(table.store, table.workspace.path))
-    observer: Observer = preparer.observer
+        observer = _OBSERVERS[preparer] = Observer(table, stats_backend(table.store, table.workspace.path))
     return observer
 
 

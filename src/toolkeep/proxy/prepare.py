@@ -19,7 +19,7 @@ import time
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..costs import request_cost, request_segments, serialize_message
 from ..formats import get_format
@@ -30,9 +30,6 @@ from ..requests import read_request, system_text
 from ..tokens import TokenCounter, get_counter
 from .conversations import Conversations
 from .files import keep_last_turn, name_ways_back, request_way
-
-if TYPE_CHECKING:  # pragma: no cover
-    from .observe import Observer
 
 __all__ = ["Figures", "Outcome", "Preparer", "Totals"]
 
@@ -172,8 +169,6 @@ class Preparer:
         self._prices: dict[str, Pricing] = {}
         self.records = LiveRecords(conversations.config.policy, _COUNTER.unit)
         """Each conversation's requests, for the inspector's pages (``GET /toolkeep/``)."""
-        self.observer: Observer | None = None
-        """Its metrics, statistics and JSON log (:mod:`.observe`; the app makes one if unset)."""
 
     def prepare(self, route: str, body: bytes, mcp_url: str | None = None) -> Outcome:
         """The body to send upstream for ``body``, never raising (see the module docstring);
