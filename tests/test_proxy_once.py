@@ -181,7 +181,7 @@ def test_the_bytes_sent_are_those_the_session_gave_keying_each_request_itself(
     assert [[type(s) for s in each] for each in steps] == [
         [type(s) for s in each] for each in reversed(steps)
     ]
-    assert [type(s).__name__ for s in steps[0]][2] == "PersistOnEntry"
+    assert type(steps[0].enter[0]).__name__ == "PersistOnEntry"  # first where results enter
 
 
 def test_a_request_through_the_proxy_app_is_read_keyed_and_timed_once(
