@@ -43,6 +43,7 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field, replace
+from operator import is_
 from typing import Any, NamedTuple
 
 from .exceptions import ConfigError, RequestTooLargeError
@@ -100,8 +101,6 @@ _COUNTERS = (
     "chars_before",
     "chars_after",
 )
-_STEP_COUNTERS = _COUNTERS[1:6]
-"""The report's counters a step adds to (the engine sets the others)."""
 
 
 @dataclass(slots=True)
@@ -295,7 +294,7 @@ def run(
 
 
 def _apply(
-    steps: Sequence[Step], history: History, ctx: StepContext, memo: Memo | None = None, age: int = 0
+    steps: Sequence[_Declared], history: History, ctx: StepContext, memo: Memo | None = None, age: int = 0
 ) -> tuple[History, History]:
     """The one loop over the steps: ``history`` through each in turn; returns the output and
     the input of the last step (the request budget measures it).
@@ -307,10 +306,12 @@ def _apply(
     so the next run tries again."""
     stage = history
     last = len(steps) - 1
-    for n, step in enumerate(steps):
+    for n, declared in enumerate(steps):
         if n == last:
             stage = history
-        history = _step(step, history, ctx, memo, age) if memo is not None else step(history, ctx)
+        history = (
+            _step(declared, history, ctx, memo, age) if memo is not None else declared.step(history, ctx)
+        )
     return history, stage
 
 
@@ -320,48 +321,57 @@ class _Work(NamedTuple):
 
     given: History
     out: History
-    counts: tuple[int, ...]
+    counts: tuple[int, ...] | None
     repairs: list[Any]
     cuts: list[Any]
     taken: tuple[str, ...] | None
 
 
-def _step(step: Step, history: History, ctx: StepContext, memo: Memo, age: int) -> History:
-    reuse = reuse_of(step)
-    tiers = tuple([age >= t for t in reuse.ages(ctx.config)]) if reuse.tiers else ()
-    place = ctx.place
-    key = (place.start, tiers, tuple(map(id, history)))
+def _step(declared: _Declared, history: History, ctx: StepContext, memo: Memo, age: int) -> History:
+    step = declared.step
+    tiers = tuple([age >= t for t in declared.ages]) if declared.ages else ()
+    key = (ctx.place.start, tiers, tuple(map(id, history)))
     report = ctx.report
     done = memo.get("step", step, key)
-    if done is not MISSING and len(done.given) == len(history) and all(map(_same, done.given, history)):
-        for name, n in zip(_STEP_COUNTERS, done.counts, strict=True):
-            if n:
-                setattr(report, name, getattr(report, name) + n)
+    if done is not MISSING and len(done.given) == len(history) and all(map(is_, done.given, history)):
+        if done.counts is not None:
+            _add_counts(report, done.counts)
         report.repairs.extend(done.repairs)
         report.cuts.extend(done.cuts)
         if done.taken is not None:
-            place.taken_ids.update(done.taken)
+            ctx.place.taken_ids.update(done.taken)
         return done.out  # type: ignore[no-any-return]
-    counts = tuple([getattr(report, name) for name in _STEP_COUNTERS])
+    counts = _counts(report)
     repairs, cuts, errors = len(report.repairs), len(report.cuts), len(report.save_errors)
-    lookups, taken = ctx.lookups_failed, len(place.taken_ids)
+    lookups, taken = ctx.lookups_failed, len(ctx.place.taken_ids)
     out = step(history, ctx)
     if len(report.save_errors) == errors and ctx.lookups_failed == lookups:
-        grew = len(place.taken_ids) != taken
+        after = _counts(report)
         work = _Work(
             history,
             out,
-            tuple([getattr(report, name) - n for name, n in zip(_STEP_COUNTERS, counts, strict=True)]),
+            tuple([a - b for a, b in zip(after, counts, strict=True)]) if after != counts else None,
             report.repairs[repairs:],
             report.cuts[cuts:],
-            tuple(c.id for m in out if m.role == "assistant" for c in m.calls) if grew else None,
+            tuple([c.id for m in out if m.role == "assistant" for c in m.calls])
+            if len(ctx.place.taken_ids) != taken
+            else None,
         )
         memo.put("step", step, work, key)
     return out
 
 
-def _same(a: object, b: object) -> bool:
-    return a is b
+def _counts(report: Report) -> tuple[int, int, int, int, int]:
+    """The report's counters a step adds to (the engine sets the others)."""
+    return report.capped, report.persisted, report.truncated, report.summarized, report.preserved
+
+
+def _add_counts(report: Report, counts: tuple[int, ...]) -> None:
+    report.capped += counts[0]
+    report.persisted += counts[1]
+    report.truncated += counts[2]
+    report.summarized += counts[3]
+    report.preserved += counts[4]
 
 
 def _run_whole(
@@ -376,7 +386,7 @@ def _run_whole(
 ) -> list[Any]:
     history = fmt.load(messages)
     ctx.report.chars_before = _result_chars(history)
-    history, stage = _apply(steps, history, ctx)
+    history, stage = _apply(_declared(steps, ctx), history, ctx)
     ctx.report.total = sum(1 for m in history for p in m.parts if isinstance(p, ToolResultPart))
     ctx.report.chars_after = _result_chars(history)
     out = fmt.dump(history)
@@ -429,7 +439,6 @@ class _Engine:
             for lo in bounds
         ]
         assistants = kept_calls + sum(counted)
-        run_steps = [d.step for d in steps]
 
         # kept blocks whose age moved them to another tier: keys are monotone in age, so walking
         # back from the newest, the first block settled past the horizon ends the walk
@@ -451,7 +460,7 @@ class _Engine:
                 fmt,
                 self._neutral(b.start, b.end),
                 b.start,
-                run_steps,
+                steps,
                 ctx,
                 (b.calls, age, key),
                 set(b.seen_before),
@@ -484,7 +493,7 @@ class _Engine:
                     fmt,
                     history[lo:hi],
                     tail_start + lo,
-                    run_steps,
+                    steps,
                     ctx,
                     (calls, age, key_for(age) if calls else ()),
                     seen,
@@ -625,7 +634,7 @@ class _Engine:
         fmt: Format,
         block: History,
         start: int,
-        steps: Sequence[Step],
+        steps: Sequence[_Declared],
         ctx: StepContext,
         age: tuple[int, int, Hashable],
         seen: set[str],
