@@ -40,6 +40,15 @@ HELDOUT_ROWS = {
     "anthropic_clear": "anthropic-clear",
 }
 UNSEEN_ROWS = {"economy": "economy", "spec": "spec", "anthropic_clear": "anthropic-clear"}
+# the trade-off of keeping results of at most 3,000 chars whole (bench.economics.goals --write):
+# (set, setting) -> the first two cells of its row under "### Goals of the default"
+SMALL_ROWS = {
+    ("tuned", "kept"): ("the 27", "default"),
+    ("tuned", "cut"): ("the 27", "`compact_min_chars=1200`"),
+    ("heldout", "kept"): ("held-out", "default"),
+    ("heldout", "cut"): ("held-out", "`compact_min_chars=1200`"),
+}
+SMALL_COLUMNS = ("pooled", "median", "visible")
 
 # other figures: name -> (regex on bench/results.md, what the one group is)
 PATTERNS = {
@@ -97,6 +106,13 @@ def figures() -> dict[str, str]:
         found[f"unseen.{key}.pooled"] = _number(cells[1])
         found[f"unseen.{key}.worst"] = _number(cells[3])
         found[f"unseen.{key}.visible"] = _number(cells[4])
+    goals = text[text.index("### Goals of the default") :]
+    rows = {tuple(_cells(line)[:2]): _cells(line) for line in goals.splitlines() if line.startswith("|")}
+    for (which, setting), first in SMALL_ROWS.items():
+        if first not in rows:
+            raise KeyError(f"no row {' | '.join(first)} under '### Goals of the default' in {RESULTS.name}")
+        for i, column in enumerate(SMALL_COLUMNS, start=2):
+            found[f"small.{which}.{setting}.{column}"] = _number(rows[first][i])
     for name, pattern in PATTERNS.items():
         m = re.search(pattern, text)
         if m is None:
