@@ -83,8 +83,9 @@ _EDITS = ("write", "edit", "create", "patch", "apply", "replace", "insert", "del
 @dataclass(frozen=True, slots=True)
 class Archived:
     """A span of archived turns: messages ``start`` to ``end`` (exclusive) of the history, as
-    the budget measures it, replaced by ``message`` (its provider form ``dumped``, ``tokens``
-    with its comma)."""
+    the budget measures it, replaced by ``message`` (its provider form ``dumped``, ``exact``
+    tokens with its comma; ``tokens``: as the budget decides on it, its key counted at its most,
+    see :func:`archive`)."""
 
     start: int
     end: int
@@ -93,6 +94,7 @@ class Archived:
     tokens: int
     key: str | None
     turns: int
+    exact: int
 
 
 def first_start(stage: History) -> int | None:
@@ -244,10 +246,25 @@ def archive(
     if ctx.unarchived(key):
         return None
     message = Message("user", (TextPart(note_text(span, key)),), dirty=True)
-    dumped = (fmt.dump_message(message),) if fmt.rules.per_message else tuple(fmt.dump([message]))
-    tokens = sum(count(x) + 1 for x in dumped)
+    dumped = _dumped(fmt, message)
+    exact = sum(count(x) + 1 for x in dumped)
+    tokens = exact
+    if key:
+        # the key is a digest of the messages as they came: a span sent back prepared gets
+        # another key than the raw span, which must not change what the budget decides (a
+        # session sends what a fresh run sends). So the note is counted with a stand-in of the
+        # key that no key of its length outgrows: a digit, then letters and digits by turns,
+        # each char a piece of its own for the tokenizer's split (so one token), the ``:`` or
+        # space before it one more; every key's chars fall in at most as many pieces
+        stand_in = ("0a" * len(key))[: len(key)]
+        most = _dumped(fmt, Message("user", (TextPart(note_text(span, stand_in)),), dirty=True))
+        tokens = max(exact, sum(count(x) + 1 for x in most))
     turns = sum(1 for m in span if m.role == "assistant")
-    return Archived(start, end, message, dumped, tokens, key, turns)
+    return Archived(start, end, message, dumped, tokens, key, turns, exact)
+
+
+def _dumped(fmt: Format, message: Message) -> tuple[Any, ...]:
+    return (fmt.dump_message(message),) if fmt.rules.per_message else tuple(fmt.dump([message]))
 
 
 def extend(
