@@ -42,6 +42,7 @@ from typing import Any
 
 from .formats import Format
 from .messages import History, Message, TextPart, ToolCallPart, ToolResultPart
+from .shorten import archive_key
 from .steps import StepContext
 from .tokens import serialize_message
 
@@ -245,7 +246,12 @@ def archive(
     key = ctx.archive(payload(span))
     if ctx.unarchived(key):
         return None
-    message = Message("user", (TextPart(note_text(span, key)),), dirty=True)
+    text = note_text(span, key)
+    # the note itself is archived too: a history sent back is unfolded only where its note is
+    # one this store made (:func:`unfolded`)
+    if key and ctx.unarchived(ctx.archive(text)):
+        return None
+    message = Message("user", (TextPart(text),), dirty=True)
     dumped = _dumped(fmt, message)
     exact = sum(count(x) + 1 for x in dumped)
     tokens = exact
@@ -350,12 +356,27 @@ _ENVELOPE = 400
 def unfolded(fmt: Format, messages: Sequence[Any], lookup: Callable[[str], str | None]) -> Sequence[Any]:
     """``messages`` with a note of archived turns (a prepared history sent back) replaced by the
     messages it stands for, recalled through ``lookup``; ``messages`` itself when it holds none.
-    A note is taken for one only when it is a message of its own near the start, its key recalls
-    a list of messages, and the note made of those is the very text it holds."""
+    A note is taken for one only when it is a message of its own near the start, the store holds
+    its very text (:func:`archive` puts it there) and its key recalls a list of messages.
+
+    The note is checked against the store, not made again from the messages its key recalls:
+    it was made from the history as the pipeline staged it (the pairing repaired, results sent
+    back cut restored), which the caller's messages are not."""
     for i, raw in enumerate(messages[:_LOOK]):
         text = serialize_message(raw)
         found = _NOTE_KEY.search(text) if HEADER in text else None
         if found is None:
+            continue
+        try:
+            held = fmt.load([raw])
+        except (ValueError, TypeError, KeyError, AttributeError):
+            continue
+        note = next(
+            (p.text for m in held for p in m.parts if isinstance(p, TextPart) and HEADER in p.text), None
+        )
+        if note is None or lookup(archive_key(note)) != note:
+            continue
+        if len(text) - len(serialize_message(note)) > _ENVELOPE:
             continue
         original = lookup(found[1])
         try:
@@ -364,11 +385,5 @@ def unfolded(fmt: Format, messages: Sequence[Any], lookup: Callable[[str], str |
             span = None
         if not isinstance(span, list) or not span:
             continue
-        try:
-            loaded = fmt.load(span)
-        except (ValueError, TypeError, KeyError):
-            continue
-        note = serialize_message(note_text(loaded, found[1]))[1:-1]
-        if note in text and len(text) - len(note) <= _ENVELOPE:
-            return [*messages[:i], *span, *messages[i + 1 :]]
+        return [*messages[:i], *span, *messages[i + 1 :]]
     return messages
