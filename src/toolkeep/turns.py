@@ -52,6 +52,7 @@ __all__ = [
     "USER_CHARS",
     "Archived",
     "archive",
+    "caller_span",
     "extend",
     "first_start",
     "note_text",
@@ -117,7 +118,8 @@ def _run_start(stage: History, i: int) -> int:
 
 def payload(span: Sequence[Message]) -> str:
     """The caller's own messages of ``span``, as the compact JSON list of the request's format:
-    what ``recall`` gives back for the note's key. A message pairing made (no ``raw``) is none
+    what ``recall`` gives back for the note's key, where the caller's list is not at hand
+    (:func:`caller_span` is the slice of it). A message pairing made (no ``raw``) is none
     of the caller's and is left out; a model turn held as a tuple of items (OpenAI Responses)
     gives its items, each once."""
     raws: list[Any] = []
@@ -237,13 +239,20 @@ def note_text(span: Sequence[Message], key: str | None) -> str:
 
 
 def archive(
-    fmt: Format, stage: History, start: int, end: int, ctx: StepContext, count: Callable[[Any], int]
+    fmt: Format,
+    stage: History,
+    start: int,
+    end: int,
+    ctx: StepContext,
+    count: Callable[[Any], int],
+    caller: Callable[[int, int], Sequence[Any] | None] | None = None,
 ) -> Archived | None:
     """The span ``start``-``end`` of ``stage`` archived under one key, with its note; ``None``
     when the store refused it (nothing is archived without a way back). ``count``: tokens of a
     provider message as JSON."""
     span = stage[start:end]
-    key = ctx.archive(payload(span))
+    messages = caller(start, end) if caller is not None else None
+    key = ctx.archive(payload(span) if messages is None else serialize_message(list(messages)))
     if ctx.unarchived(key):
         return None
     text = note_text(span, key)
@@ -284,6 +293,7 @@ def extend(
     saved_in: Callable[[int, int], int],
     ctx: StepContext,
     count: Callable[[Any], int],
+    caller: Callable[[int, int], Sequence[Any] | None] | None = None,
 ) -> tuple[Archived | None, int]:
     """The fold's hook: a request whose measure is ``over`` tokens after every cut, more than
     ``target``, gets its oldest turns archived, the span ``kept`` (if any) extended once: up to
@@ -314,7 +324,7 @@ def extend(
         n = next((k for k, g in enumerate(gains) if over - g <= target), len(ends) - 1)
         goal = target
     while True:
-        made = archive(fmt, stage, start, ends[n], ctx, count)
+        made = archive(fmt, stage, start, ends[n], ctx, count, caller)
         if made is None:
             return kept, 0
         if n == len(ends) - 1 or over - gains[n] + made.tokens <= goal:
@@ -323,7 +333,12 @@ def extend(
 
 
 def widest(
-    fmt: Format, stage: History, kept: Archived | None, ctx: StepContext, count: Callable[[Any], int]
+    fmt: Format,
+    stage: History,
+    kept: Archived | None,
+    ctx: StepContext,
+    count: Callable[[Any], int],
+    caller: Callable[[int, int], Sequence[Any] | None] | None = None,
 ) -> Archived | None:
     """Every turn between the first message and the last turn archived (``kept`` when it already
     is, or when there is nothing more to archive or the store refused it)."""
@@ -334,7 +349,34 @@ def widest(
     end = _run_start(stage, newest)
     if end <= (kept.end if kept else start):
         return kept
-    return archive(fmt, stage, start, end, ctx, count) or kept
+    return archive(fmt, stage, start, end, ctx, count, caller) or kept
+
+
+def caller_span(
+    stage: History, inputs: Sequence[Any], where: Mapping[int, int]
+) -> Callable[[int, int], Sequence[Any] | None]:
+    """What archives a span of ``stage``: the caller's messages ``inputs`` from the first of the
+    span to the first after it (``where``: each one's index by ``id``), so that messages the
+    pairing emptied and left out (their results moved into a message it made) are archived
+    too; ``None`` where the span's messages are not found among them (then :func:`payload`)."""
+
+    def found(m: Message) -> list[int]:
+        out = []
+        for raw in m.raw if type(m.raw) is tuple else (m.raw,):
+            n = where.get(id(raw), -1) if raw is not None else -1
+            if 0 <= n < len(inputs) and inputs[n] is raw:
+                out.append(n)
+        return out
+
+    def span(start: int, end: int) -> Sequence[Any] | None:
+        inside = [n for m in stage[start:end] for n in found(m)]
+        if not inside:
+            return None
+        after = next((ns for m in stage[end:] if (ns := found(m))), None)
+        hi = min(after) if after else len(inputs)
+        return inputs[min(inside) : hi] if hi > max(inside) else None
+
+    return span
 
 
 def spliced(fmt: Format, result: list[Any], history: History, archived: Archived) -> list[Any]:

@@ -75,7 +75,7 @@ from __future__ import annotations
 
 import json
 from bisect import bisect_left
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -91,7 +91,7 @@ from .shortforms.previews import lines_summary
 from .steps import StepContext
 from .steps.memo import FORGETFUL, Memo, dumped
 from .tokens import TokenCounter, default_counter, serialize_message
-from .turns import Archived, extend, spliced, widest
+from .turns import Archived, caller_span, extend, spliced, widest
 
 __all__ = [
     "DEEP_INPUTS",
@@ -348,6 +348,7 @@ def bound(
     before = sent[-1] + extra
     ctx.report.tokens_before = before
     fold = _Fold(state, counts, ctx, fmt)
+    fold.caller = caller_span(stage, inputs, state.locate(inputs)) if inputs else None
     target = int(limit * (1 - MARGIN)) - extra
     fold.run((limit, fmt.name, extra, ctx.store is None), stage, stage_out, measure, target)
     cuts = state.decided
@@ -382,7 +383,7 @@ def bound(
         else:
             # the widest span of old turns, for this request only; else what is left is what
             # is never archived
-            archived = widest(fmt, stage, archived, ctx, counts.text)
+            archived = widest(fmt, stage, archived, ctx, counts.text, fold.caller)
             result, total, counted = fitted()
             if counted > limit:
                 keep()
@@ -445,6 +446,7 @@ class _Fold:
         self.ctx = ctx
         self.fmt = fmt
         self.failed = False
+        self.caller: Callable[[int, int], Sequence[Any] | None] | None = None
 
     def run(self, key: Hashable, stage: History, sent: list[Any], prefix: list[int], target: int) -> None:
         """Fold the requests of ``stage`` (``sent``: its provider form; ``prefix``: the prefix
@@ -485,7 +487,7 @@ class _Fold:
                 if step is None:  # every cut taken: the oldest whole turns go (toolkeep.turns)
                     archived, step = extend(
                         self.fmt, stage, prefix, archived, newest, total, target, self._saved_in, self.ctx,
-                        self.counts.text,
+                        self.counts.text, self.caller,
                     )  # fmt: skip
                     saved += step
                     break
