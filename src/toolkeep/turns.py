@@ -42,6 +42,7 @@ from typing import Any
 
 from .formats import Format
 from .messages import History, Message, TextPart, ToolCallPart, ToolResultPart
+from .shorten import archive_key
 from .steps import StepContext
 from .tokens import serialize_message
 
@@ -51,6 +52,7 @@ __all__ = [
     "USER_CHARS",
     "Archived",
     "archive",
+    "caller_span",
     "extend",
     "first_start",
     "note_text",
@@ -83,8 +85,9 @@ _EDITS = ("write", "edit", "create", "patch", "apply", "replace", "insert", "del
 @dataclass(frozen=True, slots=True)
 class Archived:
     """A span of archived turns: messages ``start`` to ``end`` (exclusive) of the history, as
-    the budget measures it, replaced by ``message`` (its provider form ``dumped``, ``tokens``
-    with its comma)."""
+    the budget measures it, replaced by ``message`` (its provider form ``dumped``, ``exact``
+    tokens with its comma; ``tokens``: as the budget decides on it, its key counted at its most,
+    see :func:`archive`)."""
 
     start: int
     end: int
@@ -93,6 +96,7 @@ class Archived:
     tokens: int
     key: str | None
     turns: int
+    exact: int
 
 
 def first_start(stage: History) -> int | None:
@@ -114,7 +118,8 @@ def _run_start(stage: History, i: int) -> int:
 
 def payload(span: Sequence[Message]) -> str:
     """The caller's own messages of ``span``, as the compact JSON list of the request's format:
-    what ``recall`` gives back for the note's key. A message pairing made (no ``raw``) is none
+    what ``recall`` gives back for the note's key, where the caller's list is not at hand
+    (:func:`caller_span` is the slice of it). A message pairing made (no ``raw``) is none
     of the caller's and is left out; a model turn held as a tuple of items (OpenAI Responses)
     gives its items, each once."""
     raws: list[Any] = []
@@ -234,20 +239,47 @@ def note_text(span: Sequence[Message], key: str | None) -> str:
 
 
 def archive(
-    fmt: Format, stage: History, start: int, end: int, ctx: StepContext, count: Callable[[Any], int]
+    fmt: Format,
+    stage: History,
+    start: int,
+    end: int,
+    ctx: StepContext,
+    count: Callable[[Any], int],
+    caller: Callable[[int, int], Sequence[Any] | None] | None = None,
 ) -> Archived | None:
     """The span ``start``-``end`` of ``stage`` archived under one key, with its note; ``None``
     when the store refused it (nothing is archived without a way back). ``count``: tokens of a
     provider message as JSON."""
     span = stage[start:end]
-    key = ctx.archive(payload(span))
+    messages = caller(start, end) if caller is not None else None
+    key = ctx.archive(payload(span) if messages is None else serialize_message(list(messages)))
     if ctx.unarchived(key):
         return None
-    message = Message("user", (TextPart(note_text(span, key)),), dirty=True)
-    dumped = (fmt.dump_message(message),) if fmt.rules.per_message else tuple(fmt.dump([message]))
-    tokens = sum(count(x) + 1 for x in dumped)
+    text = note_text(span, key)
+    # the note itself is archived too: a history sent back is unfolded only where its note is
+    # one this store made (:func:`unfolded`)
+    if key and ctx.unarchived(ctx.archive(text)):
+        return None
+    message = Message("user", (TextPart(text),), dirty=True)
+    dumped = _dumped(fmt, message)
+    exact = sum(count(x) + 1 for x in dumped)
+    tokens = exact
+    if key:
+        # the key is a digest of the messages as they came: a span sent back prepared gets
+        # another key than the raw span, which must not change what the budget decides (a
+        # session sends what a fresh run sends). So the note is counted with a stand-in of the
+        # key that no key of its length outgrows: a digit, then letters and digits by turns,
+        # each char a piece of its own for the tokenizer's split (so one token), the ``:`` or
+        # space before it one more; every key's chars fall in at most as many pieces
+        stand_in = ("0a" * len(key))[: len(key)]
+        most = _dumped(fmt, Message("user", (TextPart(note_text(span, stand_in)),), dirty=True))
+        tokens = max(exact, sum(count(x) + 1 for x in most))
     turns = sum(1 for m in span if m.role == "assistant")
-    return Archived(start, end, message, dumped, tokens, key, turns)
+    return Archived(start, end, message, dumped, tokens, key, turns, exact)
+
+
+def _dumped(fmt: Format, message: Message) -> tuple[Any, ...]:
+    return (fmt.dump_message(message),) if fmt.rules.per_message else tuple(fmt.dump([message]))
 
 
 def extend(
@@ -261,6 +293,7 @@ def extend(
     saved_in: Callable[[int, int], int],
     ctx: StepContext,
     count: Callable[[Any], int],
+    caller: Callable[[int, int], Sequence[Any] | None] | None = None,
 ) -> tuple[Archived | None, int]:
     """The fold's hook: a request whose measure is ``over`` tokens after every cut, more than
     ``target``, gets its oldest turns archived, the span ``kept`` (if any) extended once: up to
@@ -291,7 +324,7 @@ def extend(
         n = next((k for k, g in enumerate(gains) if over - g <= target), len(ends) - 1)
         goal = target
     while True:
-        made = archive(fmt, stage, start, ends[n], ctx, count)
+        made = archive(fmt, stage, start, ends[n], ctx, count, caller)
         if made is None:
             return kept, 0
         if n == len(ends) - 1 or over - gains[n] + made.tokens <= goal:
@@ -300,7 +333,12 @@ def extend(
 
 
 def widest(
-    fmt: Format, stage: History, kept: Archived | None, ctx: StepContext, count: Callable[[Any], int]
+    fmt: Format,
+    stage: History,
+    kept: Archived | None,
+    ctx: StepContext,
+    count: Callable[[Any], int],
+    caller: Callable[[int, int], Sequence[Any] | None] | None = None,
 ) -> Archived | None:
     """Every turn between the first message and the last turn archived (``kept`` when it already
     is, or when there is nothing more to archive or the store refused it)."""
@@ -311,7 +349,34 @@ def widest(
     end = _run_start(stage, newest)
     if end <= (kept.end if kept else start):
         return kept
-    return archive(fmt, stage, start, end, ctx, count) or kept
+    return archive(fmt, stage, start, end, ctx, count, caller) or kept
+
+
+def caller_span(
+    stage: History, inputs: Sequence[Any], where: Mapping[int, int]
+) -> Callable[[int, int], Sequence[Any] | None]:
+    """What archives a span of ``stage``: the caller's messages ``inputs`` from the first of the
+    span to the first after it (``where``: each one's index by ``id``), so that messages the
+    pairing emptied and left out (their results moved into a message it made) are archived
+    too; ``None`` where the span's messages are not found among them (then :func:`payload`)."""
+
+    def found(m: Message) -> list[int]:
+        out = []
+        for raw in m.raw if type(m.raw) is tuple else (m.raw,):
+            n = where.get(id(raw), -1) if raw is not None else -1
+            if 0 <= n < len(inputs) and inputs[n] is raw:
+                out.append(n)
+        return out
+
+    def span(start: int, end: int) -> Sequence[Any] | None:
+        inside = [n for m in stage[start:end] for n in found(m)]
+        if not inside:
+            return None
+        after = next((ns for m in stage[end:] if (ns := found(m))), None)
+        hi = min(after) if after else len(inputs)
+        return inputs[min(inside) : hi] if hi > max(inside) else None
+
+    return span
 
 
 def spliced(fmt: Format, result: list[Any], history: History, archived: Archived) -> list[Any]:
@@ -333,12 +398,27 @@ _ENVELOPE = 400
 def unfolded(fmt: Format, messages: Sequence[Any], lookup: Callable[[str], str | None]) -> Sequence[Any]:
     """``messages`` with a note of archived turns (a prepared history sent back) replaced by the
     messages it stands for, recalled through ``lookup``; ``messages`` itself when it holds none.
-    A note is taken for one only when it is a message of its own near the start, its key recalls
-    a list of messages, and the note made of those is the very text it holds."""
+    A note is taken for one only when it is a message of its own near the start, the store holds
+    its very text (:func:`archive` puts it there) and its key recalls a list of messages.
+
+    The note is checked against the store, not made again from the messages its key recalls:
+    it was made from the history as the pipeline staged it (the pairing repaired, results sent
+    back cut restored), which the caller's messages are not."""
     for i, raw in enumerate(messages[:_LOOK]):
         text = serialize_message(raw)
         found = _NOTE_KEY.search(text) if HEADER in text else None
         if found is None:
+            continue
+        try:
+            held = fmt.load([raw])
+        except (ValueError, TypeError, KeyError, AttributeError):
+            continue
+        note = next(
+            (p.text for m in held for p in m.parts if isinstance(p, TextPart) and HEADER in p.text), None
+        )
+        if note is None or lookup(archive_key(note)) != note:
+            continue
+        if len(text) - len(serialize_message(note)) > _ENVELOPE:
             continue
         original = lookup(found[1])
         try:
@@ -347,11 +427,5 @@ def unfolded(fmt: Format, messages: Sequence[Any], lookup: Callable[[str], str |
             span = None
         if not isinstance(span, list) or not span:
             continue
-        try:
-            loaded = fmt.load(span)
-        except (ValueError, TypeError, KeyError):
-            continue
-        note = serialize_message(note_text(loaded, found[1]))[1:-1]
-        if note in text and len(text) - len(note) <= _ENVELOPE:
-            return [*messages[:i], *span, *messages[i + 1 :]]
+        return [*messages[:i], *span, *messages[i + 1 :]]
     return messages

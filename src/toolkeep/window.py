@@ -75,7 +75,7 @@ from __future__ import annotations
 
 import json
 from bisect import bisect_left
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -91,7 +91,7 @@ from .shortforms.previews import lines_summary
 from .steps import StepContext
 from .steps.memo import FORGETFUL, Memo, dumped
 from .tokens import TokenCounter, default_counter, serialize_message
-from .turns import Archived, extend, spliced, widest
+from .turns import Archived, caller_span, extend, spliced, widest
 
 __all__ = [
     "DEEP_INPUTS",
@@ -348,15 +348,20 @@ def bound(
     before = sent[-1] + extra
     ctx.report.tokens_before = before
     fold = _Fold(state, counts, ctx, fmt)
+    fold.caller = caller_span(stage, inputs, state.locate(inputs)) if inputs else None
     target = int(limit * (1 - MARGIN)) - extra
     fold.run((limit, fmt.name, extra, ctx.store is None), stage, stage_out, measure, target)
     cuts = state.decided
     archived = state.checkpoints[-1].archived if state.checkpoints else None
 
-    def fitted() -> tuple[list[Any], int]:
+    def fitted() -> tuple[list[Any], int, int]:
+        # the request, its tokens, and its tokens as the budget decides on them: the note of
+        # archived turns with its key at its most (turns.archive), so that a span sent back
+        # prepared, archived under another key, is kept or refused as a fresh run's is
         result, changed = _apply(fmt, out, final, cuts, state)
         total = before + sum([counts.cut(result[i]) - counts(out[i]) for i in changed])
-        return _archived(fmt, result, final, archived, state, counts, total, extra)
+        result, total = _archived(fmt, result, final, archived, state, counts, total, extra)
+        return result, total, total + (archived.tokens - archived.exact if archived else 0)
 
     def keep() -> None:
         # the counts are kept for the next request, refused or not: else a session whose
@@ -365,24 +370,24 @@ def bound(
         if fold.failed:  # a save failed: the next request folds again, and so retries it
             state.reset()
 
-    result, total = fitted()
-    if total > limit:
+    result, total, counted = fitted()
+    if counted > limit:
         # the fold's sum of parts fell short of the exact count: cut on, for this request only
         cuts = {i: dict(parts) for i, parts in cuts.items()}
         for more in _further(state, ctx):
             for i, parts in more.items():
                 cuts.setdefault(i, {}).update(parts)
-            result, total = fitted()
-            if total <= limit:
+            result, total, counted = fitted()
+            if counted <= limit:
                 break
         else:
             # the widest span of old turns, for this request only; else what is left is what
             # is never archived
-            archived = widest(fmt, stage, archived, ctx, counts.text)
-            result, total = fitted()
-            if total > limit:
+            archived = widest(fmt, stage, archived, ctx, counts.text, fold.caller)
+            result, total, counted = fitted()
+            if counted > limit:
                 keep()
-                raise RequestTooLargeError(tokens=before, floor=total, limit=limit, unit=_unit(counter))
+                raise RequestTooLargeError(tokens=before, floor=counted, limit=limit, unit=_unit(counter))
     where = state.locate(inputs) if cuts else {}
     report, rebuilt = ctx.report, state.rebuilt
     reason = f"request budget: {before:,} {_unit(counter)} over max_request_tokens {limit:,}"
@@ -420,7 +425,7 @@ def _archived(
     s, e = archived.start, archived.end
     if fmt.rules.per_message:
         gone = sum([counts.cut(result[i]) for i in range(s, e)])
-        return spliced(fmt, result, final, archived), total - gone + archived.tokens
+        return spliced(fmt, result, final, archived), total - gone + archived.exact
     history = [
         entry[2] if (entry := state.rebuilt.get(id(m))) is not None and entry[0] is m else m for m in final
     ]
@@ -441,6 +446,7 @@ class _Fold:
         self.ctx = ctx
         self.fmt = fmt
         self.failed = False
+        self.caller: Callable[[int, int], Sequence[Any] | None] | None = None
 
     def run(self, key: Hashable, stage: History, sent: list[Any], prefix: list[int], target: int) -> None:
         """Fold the requests of ``stage`` (``sent``: its provider form; ``prefix``: the prefix
@@ -481,7 +487,7 @@ class _Fold:
                 if step is None:  # every cut taken: the oldest whole turns go (toolkeep.turns)
                     archived, step = extend(
                         self.fmt, stage, prefix, archived, newest, total, target, self._saved_in, self.ctx,
-                        self.counts.text,
+                        self.counts.text, self.caller,
                     )  # fmt: skip
                     saved += step
                     break
