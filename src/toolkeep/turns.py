@@ -44,6 +44,7 @@ from .formats import Format
 from .messages import History, Message, TextPart, ToolCallPart, ToolResultPart
 from .shorten import archive_key
 from .steps import StepContext
+from .steps.pairing import MISSING_RESULT_TEXT
 from .tokens import serialize_message
 
 __all__ = [
@@ -191,7 +192,8 @@ def note_text(span: Sequence[Message], key: str | None) -> str:
                         how = "edited" if any(w in p.name.lower() for w in _EDITS) else "read"
                         files.setdefault(path, set()).add(how)
                         break
-            elif isinstance(p, ToolResultPart) and p.is_error:
+            elif isinstance(p, ToolResultPart) and (p.is_error or p.full_text == MISSING_RESULT_TEXT):
+                # (pairing's stand-in counts whether or not the format carried its error flag back)
                 nerrors += 1
                 name, target = calls.get(p.call_id, (p.name or "a tool", None))
                 first = next((line for line in p.full_text.splitlines() if line.strip()), "")
