@@ -287,9 +287,9 @@ def test_the_statistics_price_with_the_configured_price_list(tmp_path: Path) -> 
     costs = {}
     for pricing in ("anthropic-5m", "openai"):
         preparer = make_preparer(Config(pricing=pricing), tmp_path / pricing)
-        for n in (2, 4, 6):
-            preparer.totals.add(preparer.prepare("anthropic", body(history(n))))
-        costs[pricing] = preparer.totals.to_dict(preparer.conversations)["cost"]["unmanaged"]
+        costs[pricing] = sum(
+            preparer.prepare("anthropic", body(history(n))).figures.cost_unmanaged for n in (2, 4, 6)
+        )
     assert costs["openai"] < costs["anthropic-5m"]
 
 
@@ -307,10 +307,8 @@ def test_the_statistics_price_each_route_as_its_policy_decides(tmp_path: Path) -
 def test_a_string_history_is_forwarded_not_counted_as_prepared(preparer: Preparer) -> None:
     raw = json.dumps({"model": "m", "input": "hi"}).encode()
     outcome = preparer.prepare("openai-responses", raw)
-    preparer.totals.add(outcome)
     assert outcome.body == raw and not outcome.prepared
-    stats = preparer.totals.to_dict(preparer.conversations)
-    assert stats["forwarded"] == 1 and stats["prepared"] == 0
+    assert outcome.error is None and outcome.conversation is None  # counted as forwarded (.observe)
 
 
 def codex_history(results: int, command: str = "python run.py", lines: int = 120) -> list[dict[str, Any]]:

@@ -26,6 +26,7 @@ from toolkeep.policies import build_steps
 from toolkeep.proxy import Preparer
 from toolkeep.proxy.conversations import Conversations
 from toolkeep.proxy.files import with_files
+from toolkeep.proxy.observe import observer_for
 from toolkeep.stores import MemoryStore
 from toolkeep.workspace import Workspace
 
@@ -235,6 +236,6 @@ def test_a_request_through_the_proxy_app_is_read_keyed_and_timed_once(
             return out
 
         assert asyncio.run(send()) == [(200, (1, 1, 1))] * 4
-        assert len(upstream.requests()) == 4 and preparer.totals.prepared == 4
+        assert len(upstream.requests()) == 4 and observer_for(preparer).totals()["prepared"] == 4
     finally:
         upstream.close()

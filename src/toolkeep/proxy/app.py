@@ -162,7 +162,6 @@ def create_app(
                     "toolkeep proxy: %s %s: forwarded unchanged: %s", request.method, path, outcome.error
                 )
             body = outcome.body
-        preparer.totals.add(outcome)
         base = upstreams.base_for(path, request.headers)
         return Forwarded(
             http, _upstream_request(http, request, base, body), request, outcome, started, preparer
@@ -293,7 +292,6 @@ class Forwarded(Response):
             return
         try:
             self.status_code = response.status_code
-            self.preparer.totals.status(response.status_code)
             headers = [(n, v) for n, v in response.headers.raw if n.lower() not in _HOP_BY_HOP]
             await send({"type": "http.response.start", "status": response.status_code, "headers": headers})
             try:

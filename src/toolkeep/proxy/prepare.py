@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import re
-import threading
 import time
 from collections import Counter
 from collections.abc import Sequence
@@ -31,7 +30,7 @@ from ..tokens import TokenCounter, get_counter
 from .conversations import Conversations
 from .files import keep_last_turn, name_ways_back, request_way
 
-__all__ = ["Figures", "Outcome", "Preparer", "Totals"]
+__all__ = ["Figures", "Outcome", "Preparer"]
 
 
 class _Chars(TokenCounter):
@@ -95,77 +94,11 @@ class Outcome:
         return self.conversation is not None and self.error is None
 
 
-@dataclass
-class Totals:
-    """Running totals over every request (``GET /toolkeep/stats``)."""
-
-    requests: int = 0
-    prepared: int = 0
-    failed_open: int = 0
-    forwarded: int = 0
-    """Requests forwarded as they are by design (other endpoints, ``count_tokens``, ...)."""
-    changed: int = 0
-    figures: Figures = field(default_factory=Figures)
-    statuses: dict[str, int] = field(default_factory=dict)
-    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
-
-    def add(self, outcome: Outcome | None) -> None:
-        with self.lock:
-            self.requests += 1
-            if outcome is None or (outcome.error is None and outcome.conversation is None):
-                self.forwarded += 1
-                return
-            if outcome.error is not None:
-                self.failed_open += 1
-                return
-            self.prepared += 1
-            self.changed += outcome.figures.tokens_after != outcome.figures.tokens_before
-            self.figures.add(outcome.figures)
-
-    def status(self, code: int) -> None:
-        with self.lock:
-            self.statuses[str(code)] = self.statuses.get(str(code), 0) + 1
-
-    def to_dict(self, conversations: Conversations) -> dict[str, Any]:
-        with self.lock:
-            f = self.figures
-            saved = f.tokens_before - f.tokens_after
-            unmanaged, managed = round(f.cost_unmanaged, 1), round(f.cost_managed, 1)
-            return {
-                "requests": self.requests,
-                "prepared": self.prepared,
-                "changed": self.changed,
-                "failed_open": self.failed_open,
-                "forwarded": self.forwarded,
-                "statuses": dict(self.statuses),
-                "conversations": {"active": len(conversations), "started": conversations.started},
-                "tokens": {
-                    "unit": _COUNTER.unit,
-                    "before": f.tokens_before,
-                    "after": f.tokens_after,
-                    "saved": saved,
-                    "saved_share": round(saved / f.tokens_before, 4) if f.tokens_before else 0.0,
-                },
-                "repairs": f.repairs,
-                "cuts": f.cuts,
-                "cost": {
-                    "unit": "input tokens at the base price; a prefix shared with the "
-                    "conversation's last request is read from the cache, the rest written to it, "
-                    "at the prices of the configured (or the format's) price list",
-                    "unmanaged": unmanaged,
-                    "managed": managed,
-                    "saved": round(unmanaged - managed, 1),
-                    "ratio": round(managed / unmanaged, 4) if unmanaged else None,
-                },
-            }
-
-
 class Preparer:
     """Prepares request bodies for one proxy (thread-safe: one lock per conversation)."""
 
     def __init__(self, conversations: Conversations) -> None:
         self.conversations = conversations
-        self.totals = Totals()
         self._prices: dict[str, Pricing] = {}
         self.records = LiveRecords(conversations.config.policy, _COUNTER.unit)
         """Each conversation's requests, for the inspector's pages (``GET /toolkeep/``)."""
