@@ -396,6 +396,26 @@ def test_log_lines_say_what_happened_and_head_is_200(tmp_path: Path) -> None:
     assert not any(" HEAD / " in line and "501" in line for line in proxy.lines)
 
 
+def test_an_idle_keep_alive_connection_outlives_the_agents_own_keep_alive(tmp_path: Path) -> None:
+    """Agents' HTTP clients drop an idle connection after a few seconds (undici 4 s, httpx 5 s).
+    The proxy keeps one open longer (``--read-timeout``, 30 s), so a client never sends its next
+    request on a connection the proxy is closing that very moment (uvicorn's own 5 s would race
+    httpx's 5 s: the soak bench saw 20 ReadErrors in 24,000 requests). The test idles 6 s."""
+    with ProxyProcess("--workspace", str(tmp_path)) as proxy:
+        host, port = proxy.url.removeprefix("http://").rsplit(":", 1)
+        request = f"HEAD / HTTP/1.1\r\nHost: {host}:{port}\r\n\r\n".encode()
+        with socket.create_connection((host, int(port)), timeout=60) as sock:
+            for _ in range(2):
+                sock.sendall(request)
+                answer = b""
+                while b"\r\n\r\n" not in answer:
+                    chunk = sock.recv(65536)
+                    assert chunk, "the proxy closed an idle keep-alive connection within 6 s"
+                    answer += chunk
+                assert answer.startswith(b"HTTP/1.1 200")
+                time.sleep(6)
+
+
 # -- conversations ---------------------------------------------------------------------------
 
 

@@ -8,13 +8,16 @@ client; ``on_stop`` is called at the signal (the proxy forwards the requests it 
 preparing as they came). The store's writes are atomic (a file renamed into place, a SQLite or
 Redis transaction), so a stop never leaves one half-written. A connection whose request head
 does not arrive within ``read_timeout`` seconds is closed (uvicorn times out only idle
-keep-alive connections).
+keep-alive connections), and so is an idle keep-alive connection: later than the agents' HTTP
+clients drop theirs (undici after 4 s, httpx after 5 s), so a client never sends a request on a
+connection the proxy is closing at that moment (with uvicorn's own 5 s, httpx's pool raced it).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import signal
 import socket
 import sys
@@ -156,6 +159,7 @@ def serve(
         access_log=False,
         lifespan="on",
         timeout_graceful_shutdown=int(graceful_seconds),
+        timeout_keep_alive=math.ceil(read_timeout) + 1,  # the head timer (read_timeout) closes first
         server_header=False,
         date_header=False,
     )
