@@ -342,6 +342,9 @@ def report(
     first = statistics.median(full[:quarter]) if measured else float("nan")
     last = statistics.median(full[-quarter:]) if measured else float("nan")
     growth = last / first - 1 if measured else float("nan")
+    tenths = [
+        statistics.median(full[i * len(full) // 10 : (i + 1) * len(full) // 10] or full) for i in range(10)
+    ]
     live_total, live_ok = checked["live"]
     older_total, older_ok = checked["older"]
     checks = {
@@ -378,6 +381,7 @@ def report(
             else "not measured: the run was too short to fill the table (it grows with each "
             "conversation until then); "
         )
+        + (f"by tenths of that time: {', '.join(f'{m:.0f}' for m in tenths)} MB; " if measured else "")
         + f"peak {max(rss, default=float('nan')):.0f} MB; {len(rss)} samples | "
         f"{('yes' if checks['RSS flat'] else 'NO') if measured else 'n/a'} |",
         f"| every marker of the last request of the {args.live} live conversations recalls | "

@@ -30,6 +30,7 @@ from starlette.types import Receive, Scope, Send
 from ..mcp_server import create_http_endpoint
 from ..recall import MCP_PATH
 from .guard import provider_error
+from .memory import TRIM_SECONDS, trim
 from .observe import observer_for
 from .prepare import Outcome, Preparer
 from .routes import DEFAULT_UPSTREAMS, prepared_route, provider_for
@@ -101,9 +102,12 @@ def create_app(
     preparing_large = anyio.CapacityLimiter(PREPARING_THREADS)
     stopping = _Stopping()
 
+    prepared = [0]  # requests prepared since the last trim (see .memory)
+
     async def prepare(route: str, request: Request, body: bytes) -> Outcome:
         """The request's outcome, or, past the timeout or once the server stops, its body as it came."""
         done: list[Outcome] = []
+        prepared[0] += 1
         limiter = preparing_large if len(body) >= LARGE_BODY_BYTES else preparing
         with anyio.move_on_after(prepare_timeout) as timer:
             async with anyio.create_task_group() as group:
@@ -170,11 +174,23 @@ def create_app(
     table = preparer.conversations
     mcp = create_http_endpoint(table.store, table.workspace, table.config)
 
+    async def trimming() -> None:
+        """Give the memory of prepared requests back every TRIM_SECONDS while requests come."""
+        while True:
+            await anyio.sleep(TRIM_SECONDS)
+            if prepared[0]:
+                prepared[0] = 0
+                await anyio.to_thread.run_sync(trim)
+
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         stopping.bind()
-        async with mcp.lifespan():
-            yield
+        trimmer = asyncio.get_running_loop().create_task(trimming())
+        try:
+            async with mcp.lifespan():
+                yield
+        finally:
+            trimmer.cancel()
         # their pins go; a preparation still running (past its timeout) holds its conversation:
         # that one is not waited for long (the store's writes are atomic)
         with anyio.move_on_after(2.0):
