@@ -54,4 +54,3 @@ def test_trim_returns_what_a_thread_freed_to_the_system() -> None:
     assert figures["trimmed"] is True
     # ~180 MB were freed in the thread's arena and stayed resident until the trim
     assert figures["before"] - figures["after"] > 100, figures
-
