@@ -239,7 +239,7 @@ class TestReadInput:
         assert incoming.history is history
         assert (incoming.format, incoming.extras) == ("anthropic", (TOOLS, "be brief"))
         assert incoming.request is None
-        assert incoming.key == conversation_key(history[0])
+        assert incoming.key == conversation_key(history[0], frozenset({"cache_control"}))
 
     def test_a_request_object_is_read_once(self) -> None:
         """What ``read_request`` read already is used as it is; format and extras come from it."""
@@ -257,6 +257,24 @@ class TestReadInput:
         assert read_input([copy.deepcopy(first)], continuing=[first]).key == conversation_key(first)
         assert read_input([first], key="given").key == "given"
         assert read_input([], key="given").key is None
+
+    def test_the_key_leaves_out_the_markers_a_client_moves(self, tmp_path: Path) -> None:
+        """As the proxy's: a first message with a cache marker moved off it (an equal copy, not the
+        same object) continues its conversation, its state and workspace; a format whose clients
+        move no such key keeps it in the key."""
+        marked = {"role": "user", "content": [{"type": "text", "text": "go", "cache_control": {"type": "x"}}]}
+        plain = {"role": "user", "content": [{"type": "text", "text": "go"}]}
+        for format in ("auto", "anthropic"):
+            assert read_input([marked], format).key == read_input([plain], format).key
+        assert read_input({"messages": [marked]}).key == read_input({"messages": [plain]}).key
+        assert read_input([marked], "openai-chat").key != read_input([plain], "openai-chat").key
+        assert marked["content"][0]["cache_control"] == {"type": "x"}  # the caller's, untouched
+        with Session(toolkeep.Config()) as session:
+            first = [marked, assistant(tool_use("t1", "read")), user(tool_result("t1", "x " * 20_000))]
+            session.prepare(first)
+            workspace = session.workspace
+            session.prepare([plain, *first[1:], assistant(tool_use("t2", "read"))])
+            assert session.workspace is workspace and len(session.conversations) == 1
 
     def test_what_cannot_be_read_is_refused(self) -> None:
         """Tools beside a request object, or a history that is no list, say what is wrong."""
@@ -287,7 +305,7 @@ class TestReadOnce:
     ) -> None:
         """One read per request object; the conversation key only when the first message is not
         the very one of the conversation in hand."""
-        calls: dict[str, int] = {"read_request": 0, "conversation_key": 0}
+        calls: dict[str, int] = {"read_request": 0, "history_key": 0}
         for name in calls:
             real = getattr(toolkeep.requests, name)
 
@@ -299,7 +317,7 @@ class TestReadOnce:
         messages: list[Any] = [user("go")]
         for n in range(3):
             session.prepare({"model": "m", "messages": messages})
-            assert calls == {"read_request": n + 1, "conversation_key": 1}
+            assert calls == {"read_request": n + 1, "history_key": 1}
             messages = [*messages, assistant(tool_use(f"t{n}", "read")), user(tool_result(f"t{n}", "ok"))]
         session.prepare({"model": "m", "messages": [user("another")]})
-        assert calls == {"read_request": 4, "conversation_key": 2}
+        assert calls == {"read_request": 4, "history_key": 2}

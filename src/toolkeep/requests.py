@@ -37,7 +37,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from .conversation_key import conversation_key
+from .conversation_key import history_key
 from .exceptions import FormatError
 from .formats import FORMATS, Format, RequestShape, Violation, validate
 from .report import Prepared, Report
@@ -191,8 +191,9 @@ class Incoming:
     extras: tuple[Any, ...]
     """What is sent beside the history and the request budget counts (tools, system prompt)."""
     key: str | None
-    """The key of the conversation it begins (:func:`~toolkeep.conversation_key.conversation_key`
-    of its first message); ``None`` when it continues the one in hand, or has no message."""
+    """The key of the conversation it begins (:func:`~toolkeep.conversation_key.history_key`: its
+    first message's, without the keys its format's clients move); ``None`` when it continues the
+    one in hand, or has no message."""
     request: Request | None = None
     """The request object it came in; ``None`` for a list of messages."""
 
@@ -249,7 +250,7 @@ def read_input(
     if not history or (continuing and continuing[0] is history[0]):
         key = None
     elif key is None:
-        key = conversation_key(history[0])
+        key = history_key(history, format)
     return Incoming(history, format, extras, key, request)
 
 

@@ -190,8 +190,8 @@ class Session(Closing):
         :attr:`clock`) and ``cache`` what to know of the conversation's earlier requests (instead
         of what the session remembers, :meth:`cache_times`): a caller that keeps a conversation's
         timing elsewhere, as the proxy's replicas do, gets the bytes a session that had seen every
-        request would give. ``conversation`` (the key of the first message,
-        :func:`toolkeep.conversation_key.conversation_key`) and ``request`` (what
+        request would give. ``conversation`` (the conversation's key,
+        :func:`toolkeep.conversation_key.history_key`) and ``request`` (what
         :func:`toolkeep.requests.read_request` read of ``messages``) are for a caller that has
         them already: they are not computed again.
         """
