@@ -166,8 +166,8 @@ class Conversation:
     ) -> Prepared | PreparedRequest:
         """:meth:`toolkeep.Session.prepare` of what ``incoming`` holds
         (:func:`~toolkeep.requests.read_input`), in this conversation, at time ``given``
-        (``None``: a reading of :attr:`clock`); ``given`` and ``cache`` checked
-        (:func:`check_timing`), ``cache`` as there."""
+        (``None``: a reading of :attr:`clock`), ``cache`` as there; both as :func:`check_timing`
+        gives them back (the callers check them first)."""
         self.archive.check_open()
         if incoming.history is not None:
             now = seconds(self.clock(), "the session's clock") if given is None else given

@@ -214,9 +214,6 @@ class Incoming:
         return PreparedRequest(request.with_history(request.body[request.key]), Report(format=name))
 
 
-_NONE: Sequence[Any] = ()
-
-
 def read_input(
     given: Sequence[Any] | Mapping[str, Any],
     format: str | Format = "auto",
@@ -225,7 +222,7 @@ def read_input(
     system: Any = None,
     request: Request | None = None,
     key: str | None = None,
-    continuing: Sequence[Any] = _NONE,
+    continuing: Sequence[Any] = (),
 ) -> Incoming:
     """``given``, a request object or a list of messages (``tools`` and ``system``: any JSON
     value, as sent beside it), read: a :class:`FormatError` says what is wrong with it.
