@@ -120,8 +120,7 @@ class Session(Closing):
 
     @property
     def state(self) -> SessionState:
-        """What the session carries from one request to the next (:mod:`toolkeep.engine`), for
-        the conversation of the last request."""
+        """What the conversation of the last request carries to the next (:mod:`toolkeep.engine`)."""
         return self.conversations.current.state
 
     @property
@@ -203,9 +202,8 @@ class Session(Closing):
             )  # fmt: skip
 
     def cache_times(self, messages: Sequence[Any], *, conversation: str | None = None) -> CacheTimes:
-        """What this session knows of the timing of the requests of the conversation
-        ``messages`` continues (after :meth:`prepare` of ``messages``: including it);
-        ``conversation`` as for :meth:`prepare`."""
+        """What this session knows of the timing of the conversation ``messages`` continues (after
+        :meth:`prepare` of them: including it); ``conversation`` as for :meth:`prepare`."""
         with self._lock:
             self.archive.check_open()
             return self.conversations.find(messages, conversation).cache_times()
