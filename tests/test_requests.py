@@ -11,10 +11,12 @@ from typing import Any
 import pytest
 
 import toolkeep
+import toolkeep.requests
 from toolkeep import MISSING_RESULT_TEXT, Session
+from toolkeep.conversation_key import conversation_key
 from toolkeep.formats.openai_responses import OpenAIResponsesFormat
 from toolkeep.policies import POLICIES
-from toolkeep.requests import PreparedRequest, read_request, validate_request
+from toolkeep.requests import PreparedRequest, read_input, read_request, validate_request
 
 from .strategies import assistant, oa_assistant, oa_tool, oa_user, tool_result, tool_use, user
 
@@ -227,3 +229,95 @@ class TestReadRequest:
         assert validate_request({"input": [responses_output("s")], "previous_response_id": "r"}) == []
         assert [v.rule for v in validate_request({"input": [responses_output("s")]})] == ["orphan_result"]
         assert validate_request({"input": "hi"}) == []
+
+
+class TestReadInput:
+    def test_a_list_is_read_with_what_is_sent_beside_it(self) -> None:
+        """A list is the history itself, in the format asked for, its tools and system beside it."""
+        history = [user("go")]
+        incoming = read_input(history, "anthropic", tools=TOOLS, system="be brief")
+        assert incoming.history is history
+        assert (incoming.format, incoming.extras) == ("anthropic", (TOOLS, "be brief"))
+        assert incoming.request is None
+        assert incoming.key == conversation_key(history[0], frozenset({"cache_control"}))
+
+    def test_a_request_object_is_read_once(self) -> None:
+        """What ``read_request`` read already is used as it is; format and extras come from it."""
+        body = {"input": [oa_user("go")], "instructions": "be brief", "previous_response_id": "r"}
+        read = read_request(body)
+        incoming = read_input(body, request=read)
+        assert incoming.request is read and incoming.history is body["input"]
+        assert incoming.format is read.format() and incoming.extras == ("be brief",)
+
+    def test_a_conversation_in_hand_is_not_keyed_again(self) -> None:
+        """The very first message of the conversation in hand: no key; an equal copy, a key given
+        or none, an empty history: as they say."""
+        first = user("go")
+        assert read_input([first, user("more")], continuing=[first]).key is None
+        assert read_input([copy.deepcopy(first)], continuing=[first]).key == conversation_key(first)
+        assert read_input([first], key="given").key == "given"
+        assert read_input([], key="given").key is None
+
+    def test_the_key_leaves_out_the_markers_a_client_moves(self, tmp_path: Path) -> None:
+        """As the proxy's: a first message with a cache marker moved off it (an equal copy, not the
+        same object) continues its conversation, its state and workspace; a format whose clients
+        move no such key keeps it in the key."""
+        marked = {"role": "user", "content": [{"type": "text", "text": "go", "cache_control": {"type": "x"}}]}
+        plain = {"role": "user", "content": [{"type": "text", "text": "go"}]}
+        for format in ("auto", "anthropic"):
+            assert read_input([marked], format).key == read_input([plain], format).key
+        assert read_input({"messages": [marked]}).key == read_input({"messages": [plain]}).key
+        assert read_input([marked], "openai-chat").key != read_input([plain], "openai-chat").key
+        assert marked["content"][0]["cache_control"] == {"type": "x"}  # the caller's, untouched
+        with Session(toolkeep.Config()) as session:
+            first = [marked, assistant(tool_use("t1", "read")), user(tool_result("t1", "x " * 20_000))]
+            session.prepare(first)
+            workspace = session.workspace
+            session.prepare([plain, *first[1:], assistant(tool_use("t2", "read"))])
+            assert session.workspace is workspace and len(session.conversations) == 1
+
+    def test_what_cannot_be_read_is_refused(self) -> None:
+        """Tools beside a request object, or a history that is no list, say what is wrong."""
+        with pytest.raises(toolkeep.FormatError) as refused:
+            read_input({"messages": []}, tools=TOOLS)
+        assert refused.value.field == "tools"
+        with pytest.raises(toolkeep.FormatError, match="a history is a list of messages, got str"):
+            read_input("go")
+
+    def test_the_answer_takes_the_shape_of_what_came(self) -> None:
+        """A list comes back as ``Prepared``, a request object as a request with its history
+        replaced and every other field the very same object; a plain string as it came."""
+        report = toolkeep.Report(format="anthropic")
+        out = [user("went")]
+        assert read_input([user("go")]).answer(out, report) == (out, report)
+        body = {"model": "m", "messages": [user("go")], "tools": TOOLS}
+        answered = read_input(body).answer(out, report)
+        assert isinstance(answered, PreparedRequest) and answered.request["messages"] is out
+        same_fields(answered.request, body, "messages")
+        plain = {"model": "m", "input": "hi"}
+        unchanged = read_input(plain).unchanged()
+        assert unchanged.request == plain and unchanged.report == toolkeep.Report(format="openai-responses")
+
+
+class TestReadOnce:
+    def test_a_session_reads_each_request_once_and_keys_only_a_new_first_message(
+        self, session: Session, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """One read per request object; the conversation key only when the first message is not
+        the very one of the conversation in hand."""
+        calls: dict[str, int] = {"read_request": 0, "history_key": 0}
+        for name in calls:
+            real = getattr(toolkeep.requests, name)
+
+            def counting(*args: Any, _real: Any = real, _name: str = name, **kwargs: Any) -> Any:
+                calls[_name] += 1
+                return _real(*args, **kwargs)
+
+            monkeypatch.setattr(toolkeep.requests, name, counting)
+        messages: list[Any] = [user("go")]
+        for n in range(3):
+            session.prepare({"model": "m", "messages": messages})
+            assert calls == {"read_request": n + 1, "history_key": 1}
+            messages = [*messages, assistant(tool_use(f"t{n}", "read")), user(tool_result(f"t{n}", "ok"))]
+        session.prepare({"model": "m", "messages": [user("another")]})
+        assert calls == {"read_request": 4, "history_key": 2}

@@ -110,28 +110,44 @@ class Archive(Closing):
         return self._durable
 
     def cap_result(
-        self, result: ToolResultPart, caps: ToolCaps, setting: ToolCap, workspace: Workspace
+        self,
+        call_id: str,
+        tool_name: str | None,
+        text: str,
+        caps: ToolCaps | None,
+        cap: int | ToolCap | None,
+        workspace: Workspace,
     ) -> str:
-        """The text of ``result`` cut by ``caps`` to ``setting``, its original archived in
-        :attr:`holds` and saved in ``workspace`` first; the whole text when it is within the cap,
-        or when the original could not be archived where it outlives the session
-        (:meth:`toolkeep.Session.cap_result`)."""
+        """A tool's output ``text`` cut to its cap (``cap``, else its tool's under ``caps``, else
+        under the configured caps), its original archived in :attr:`holds` and saved in
+        ``workspace`` first (:meth:`toolkeep.Session.cap_result`); the whole text when it is
+        within the cap. The caller's history keeps the cut after the session: when the original
+        cannot be archived where it outlives the session (the per-user archive is full or
+        refused, and the workspace is removed on close), the text comes back whole (and a WARNING
+        on the ``toolkeep`` logger says why), never cut with no way back."""
+        c = self.config
+        if caps is None:
+            caps = ToolCaps(
+                default=c.default_tool_cap, caps=c.tool_caps, head=c.cap_head_chars, tail=c.cap_tail_chars
+            )
+        setting = caps.setting_for(tool_name) if cap is None else ToolCap.of(cap, "cap")
+        result = ToolResultPart(call_id, text, name=tool_name)
         report = Report()
         # a cut reads no format: any one will do (until a step context can go without one)
         ctx = StepContext(get_format("anthropic"), self.config, workspace, self.holds_writes, report)
         capped = caps.cut(result, ctx, setting)
         if capped is None:
-            return result.text
+            return text
         if capped.key is None and not workspace.keep:
             # the archive refused the original, and the file it was saved to goes when the
             # session closes: the caller's history would keep a cut that no way back outlives
             _log.warning(
                 "toolkeep: result %r of %s kept whole (%d chars): its original could not be archived "
                 "where it outlives the session (%s)",
-                result.call_id, result.name, len(result.text), "; ".join(report.save_errors) or "no store",
-                extra={"id": result.call_id, "chars_before": len(result.text)},
+                call_id, tool_name, len(text), "; ".join(report.save_errors) or "no store",
+                extra={"id": call_id, "chars_before": len(text)},
             )  # fmt: skip
-            return result.text
+            return text
         return capped.text
 
     def close(self) -> None:

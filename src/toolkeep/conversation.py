@@ -9,38 +9,37 @@ its lock, the proxy under the conversation's).
 
 :class:`Conversations` is a session's table of them, told apart by their first message
 (:func:`toolkeep.conversation_key.conversation_key`), the least recently used going past
-``kept``. The proxy holds its conversations itself, one :class:`Conversation` each.
+``kept``: an integration object that serves several conversations at once prepares each
+incrementally (conversations that begin with the same message share one state: still correct,
+but more work redone). The proxy holds its conversations itself, one :class:`Conversation` each.
 """
 
 from __future__ import annotations
 
-import logging
 import math
 import os
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from dataclasses import replace
+from typing import Any, cast
 
 from . import engine
 from .archive import Archive
 from .config import Config
 from .conversation_key import conversation_key
-from .engine import Resolved, SessionState, common_prefix
-from .exceptions import ConfigError, FormatError, RequestTooLargeError
-from .formats import Format, detect_format, get_format, has_objects, plain_view, resolve_format
+from .engine import SessionState, common_prefix, settle_format
+from .exceptions import ConfigError, RequestTooLargeError
+from .formats import Format
 from .markers import Recording, Tracker
-from .pipeline import Prepared
 from .pricing import CacheTimes, resolve_pricing
-from .report import Report
-from .requests import PreparedRequest, Request, read_request
+from .report import Prepared, Report
+from .requests import Incoming, PreparedRequest, Request, read_input
 from .steps import Memo, Pipeline, Step, StepContext
 from .workspace import Workspace, WorkspaceReader
 
 __all__ = ["EMPTY_KEY", "MARKER_RECHECK_EVERY", "Conversation", "Conversations", "Readers", "check_timing"]
-
-_log = logging.getLogger("toolkeep")
 
 EMPTY_KEY = conversation_key(None)
 """The key of an empty conversation (the state and workspace before any request)."""
@@ -48,36 +47,6 @@ EMPTY_KEY = conversation_key(None)
 MARKER_RECHECK_EVERY = 32
 """How often a conversation checks every key its markers name anyway (see
 :attr:`toolkeep.Session.marker_recheck_every`)."""
-
-
-def _log_report(report: Report, messages: int) -> None:
-    """What one ``prepare`` did, on the ``toolkeep`` logger: a DEBUG record per repair and per
-    cut (``extra``: ``kind``, ``id``, ``index``, and for a cut ``chars_before``,
-    ``chars_after``, ``key``), and an INFO summary when anything changed. A save that failed
-    was logged as a WARNING where it failed."""
-    if _log.isEnabledFor(logging.DEBUG):
-        for r in report.repairs:
-            _log.debug(
-                "toolkeep: repair %s of %r at message %d",
-                r.kind, r.id, r.index,
-                extra={"kind": r.kind, "id": r.id, "index": r.index},
-            )  # fmt: skip
-        for c in report.cuts:
-            _log.debug(
-                "toolkeep: %s %r at message %d: %d -> %d chars",
-                c.kind, c.id, c.index, c.chars_before, c.chars_after,
-                extra={"kind": c.kind, "id": c.id, "index": c.index, "chars_before": c.chars_before,
-                       "chars_after": c.chars_after, "key": c.key},
-            )  # fmt: skip
-    if report.changed and _log.isEnabledFor(logging.INFO):
-        _log.info(
-            "toolkeep: prepared %d %s messages: %d repairs; %d capped, %d persisted, %d truncated, "
-            "%d summarized; tool results %d -> %d chars",
-            messages, report.format, len(report.repairs), report.capped, report.persisted,
-            report.truncated, report.summarized, report.chars_before, report.chars_after,
-            extra={"repairs": len(report.repairs), "chars_before": report.chars_before,
-                   "chars_after": report.chars_after},
-        )  # fmt: skip
 
 
 def seconds(reading: Any, what: str) -> float:
@@ -143,7 +112,9 @@ class Conversation:
 
     @property
     def workspace(self) -> Workspace:
-        """The workspace given, else the conversation's own (made on first use)."""
+        """The workspace given, else the conversation's own under the user's cache dir
+        (:meth:`Workspace.for_conversation`, named from its first message, so that its previews
+        are the same in every process), made on first use."""
         if self._fixed is not None:
             return self._fixed
         with self._lock:
@@ -167,11 +138,11 @@ class Conversation:
         cache: CacheTimes | None = None,
     ) -> Prepared:
         """:meth:`toolkeep.Session.prepare` of a list of messages of this conversation
-        (``extras``: the tool definitions and system prompt sent beside it) at time ``now``
-        (``None``: a reading of :attr:`clock`), ``cache`` as there."""
+        (``extras``: the tool definitions and system prompt sent beside it)."""
         now, cache = check_timing(now, cache)
-        self.archive.check_open()
-        return self._prepare(messages, format, extras, now, cache)
+        incoming = replace(read_input(messages, format, key=self.key), extras=tuple(extras))
+        # (what a list of messages is answered with)
+        return cast(Prepared, self.prepare_incoming(incoming, now, cache))
 
     def prepare_request(
         self,
@@ -182,47 +153,68 @@ class Conversation:
         cache: CacheTimes | None = None,
         request: Request | None = None,
     ) -> PreparedRequest:
-        """:meth:`toolkeep.Session.prepare` of a request object of this conversation: its
-        history unwrapped, prepared, put back; ``request`` is what
+        """:meth:`toolkeep.Session.prepare` of a request object of this conversation (the proxy's
+        way in): its history unwrapped, prepared, put back; ``request`` is what
         :func:`toolkeep.requests.read_request` read of ``body``, for a caller that has it."""
         now, cache = check_timing(now, cache)
-        if request is None:
-            request = read_request(body)
+        incoming = read_input(body, format, request=request, key=self.key)
+        # (what a request object is answered with)
+        return cast(PreparedRequest, self.prepare_incoming(incoming, now, cache))
+
+    def prepare_incoming(
+        self, incoming: Incoming, given: float | None = None, cache: CacheTimes | None = None
+    ) -> Prepared | PreparedRequest:
+        """:meth:`toolkeep.Session.prepare` of what ``incoming`` holds
+        (:func:`~toolkeep.requests.read_input`), in this conversation, at time ``given``
+        (``None``: a reading of :attr:`clock`), ``cache`` as there; both as :func:`check_timing`
+        gives them back (the callers check them first)."""
         self.archive.check_open()
-        if request.history is None:  # a plain string: nothing to pair, no policy ran (an empty report)
-            return PreparedRequest(
-                request.with_history(body[request.key]), Report(format=request.format_name(format))
-            )
-        messages, report = self._prepare(
-            request.history, request.format(format), request.extras(), now, cache
-        )
-        return PreparedRequest(request.with_history(messages), report)
+        if incoming.history is not None:
+            now = seconds(self.clock(), "the session's clock") if given is None else given
+            if cache is not None:
+                self.state.last_time, self.state.expiry.requests = cache.last, set(cache.expired)
+            return self._run(incoming, incoming.history, now)
+        return incoming.unchanged()  # a plain string: nothing to pair, no policy ran (an empty report)
 
     def cache_times(self) -> CacheTimes:
         """What this conversation knows of the timing of its requests."""
         self.archive.check_open()
         return CacheTimes(self.state.last_time, frozenset(self.state.expiry.requests))
 
-    def _prepare(
-        self,
-        messages: Sequence[Any],
-        format: str | Format,
-        extras: tuple[Any, ...],
-        given: float | None,
-        cache: CacheTimes | None,
-    ) -> Prepared:
-        if not isinstance(messages, (list, tuple)):
-            raise FormatError(f"a history is a list of messages, got {type(messages).__name__}")
-        now = seconds(self.clock(), "the session's clock") if given is None else given
-        state = self.state
-        if cache is not None:
-            state.last_time, state.expiry.requests = cache.last, set(cache.expired)
+    def _run(self, incoming: Incoming, messages: Sequence[Any], now: float) -> Prepared | PreparedRequest:
+        """Prepare ``incoming``'s history, ``messages``, on the conversation's state; then make
+        sure every marker the output names recalls (:mod:`toolkeep.markers`). When the store lost
+        originals that the session no longer holds in memory, or refuses them again, the request
+        is prepared afresh: every cut archives its original again from the request, or says it
+        could not be saved.
+
+        Everything here goes down, once each: the engine settles the format and runs the steps,
+        the answer takes the shape of what came in, and the report is logged."""
+        state, writes = self.state, self.archive.writes
         same = common_prefix(state.last, messages)
         # what a failed request read is forgotten: the next one is compared with nothing
         state.last = []
         try:
-            fmt = self._format(messages, format, same)
-            prepared = self._run(fmt, messages, extras, state, same, now, self.tracker)
+            fmt = settle_format(state, messages, incoming.format, same)
+            for attempt in (0, 1):
+                pricing = resolve_pricing(self.config.pricing, fmt)
+                state.expiry.now = state.last_time is not None and now - state.last_time > pricing.ttl_seconds
+                report = Report(format=fmt.name, policy=self.config.policy, pricing=pricing.name)
+                recorded: dict[str, str] = {}
+                ctx = StepContext(
+                    fmt, self.config, self.workspace, Recording(writes, recorded), report,
+                    expiry=state.expiry,
+                )  # fmt: skip
+                try:
+                    out = engine.run(fmt, messages, self.steps, ctx, state, same, extras=incoming.extras)
+                finally:
+                    state.memo.end_run()
+                if self.tracker.check(out, recorded, writes, self.marker_recheck_every) or attempt:
+                    break
+                # from scratch: every cut archives its original again, or says it could not
+                state.forget()
+                state.memo = Memo()
+                same = 0
         except RequestTooLargeError:
             state.last = list(messages)  # prepared, then refused whole: the next request goes on from it
             raise
@@ -231,73 +223,9 @@ class Conversation:
             raise
         state.last = list(messages)
         state.last_time = now
-        _log_report(prepared.report, len(messages))
-        return prepared
-
-    def _run(
-        self,
-        fmt: Format,
-        messages: Sequence[Any],
-        extras: tuple[Any, ...],
-        state: SessionState,
-        same: int,
-        now: float,
-        tracker: Tracker,
-    ) -> Prepared:
-        """Prepare ``messages`` on ``state``; then make sure every marker the output names
-        recalls (:mod:`toolkeep.markers`). When the store lost originals that the session no
-        longer holds in memory, or refuses them again, the request is prepared afresh: every
-        cut archives its original again from the request, or says it could not be saved."""
-        writes = self.archive.writes
-        for attempt in (0, 1):
-            pricing = resolve_pricing(self.config.pricing, fmt)
-            state.expiry.now = state.last_time is not None and now - state.last_time > pricing.ttl_seconds
-            report = Report(format=fmt.name, policy=self.config.policy, pricing=pricing.name)
-            recorded: dict[str, str] = {}
-            ctx = StepContext(
-                fmt, self.config, self.workspace, Recording(writes, recorded), report,
-                expiry=state.expiry,
-            )  # fmt: skip
-            try:
-                prepared = Prepared(
-                    engine.run(fmt, messages, self.steps, ctx, state, same, extras=extras), report
-                )
-            finally:
-                state.memo.end_run()
-            if tracker.check(prepared.messages, recorded, writes, self.marker_recheck_every) or attempt:
-                return prepared
-            # from scratch: every cut archives its original again, or says it could not
-            state.forget()
-            state.memo = Memo()
-            same = 0
-        raise AssertionError("unreachable")  # pragma: no cover
-
-    def _format(self, messages: Sequence[Any], format: str | Format, same: int) -> Format:
-        """The format to use, looking only at what is new since the last request.
-
-        Detection (``auto``) and the check for SDK objects read every message; a session reads
-        each message once: while the first ``same`` messages are those it already read (the same
-        objects), only the new ones are checked against the format already chosen.
-        """
-        cached = self.state.resolved
-        if cached is not None and messages and same >= cached.scanned:
-            new = messages[cached.scanned :]
-            if (
-                cached.request == format
-                and (cached.objects or not has_objects(new))
-                and (format != "auto" or not new or cached.base.detect(plain_view(new)) > 0)
-            ):
-                self.state.resolved = cached._replace(scanned=len(messages))
-                return cached.format
-        base = (
-            resolve_format(messages, format)
-            if isinstance(format, Format)
-            else (detect_format(messages) if format == "auto" else get_format(format))
-        )
-        fmt = resolve_format(messages, base)
-        objects = fmt is not base
-        self.state.resolved = Resolved(format, base, fmt, len(messages), objects) if messages else None
-        return fmt
+        answer = incoming.answer(out, report)
+        report.log(len(messages))
+        return answer
 
     def close(self) -> None:
         """Remove the conversation's own workspace (unless kept; its ``path`` still says where it
@@ -312,7 +240,14 @@ class Conversations:
     """A session's conversations, by the key of their first message: at most :attr:`kept`, the
     least recently used going first (its workspace with it: a later request of it starts afresh
     and makes its files again). ``workspace``: the one every conversation uses (else each has
-    its own)."""
+    its own).
+
+    ``clock`` (a callable returning seconds, default :func:`time.monotonic`) is read once per
+    request: when more time than the price list's TTL (:mod:`toolkeep.pricing`) has passed since
+    the conversation's last request, the provider's cache has expired, rewriting the history
+    costs nothing extra, and the cache-aware policy makes every tier move that is due in that
+    request. Only differences between readings matter; the same histories prepared at the same
+    readings give the same bytes (inject a clock to make that so in tests and replays)."""
 
     def __init__(
         self,
@@ -322,7 +257,7 @@ class Conversations:
         *,
         workspace: Workspace | None = None,
         kept: int = 16,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Callable[[], float] | None = None,
     ) -> None:
         self.config = config
         self.archive = archive
@@ -330,8 +265,14 @@ class Conversations:
         """What each conversation runs (given to it whenever it is looked up)."""
         self.kept = kept
         self.workspace = workspace
-        self.clock = clock
+        self.clock: Callable[[], float] = clock if clock is not None else time.monotonic
         """What each conversation reads the time from (given to it whenever it is looked up)."""
+        self.marker_recheck_every = MARKER_RECHECK_EVERY
+        """Before each request goes out, its conversation makes sure the store holds every
+        original a marker in it names (:mod:`toolkeep.markers`): one epoch read per request, and
+        a batched check of the keys not yet seen under it. Every this many requests of a
+        conversation, every key is checked anyway (for a single entry lost with no change of
+        epoch); ``0``: never. Given to each conversation whenever it is looked up."""
         self._table: OrderedDict[str, Conversation] = OrderedDict()
         self._lock = threading.Lock()
         self._first = self._new(EMPTY_KEY)
@@ -347,13 +288,37 @@ class Conversations:
             self.config, self.archive, self.steps, key=key, workspace=self.workspace, clock=self.clock
         )
 
+    def prepare_input(
+        self,
+        given: Sequence[Any] | Mapping[str, Any],
+        format: str | Format = "auto",
+        *,
+        tools: Any = None,
+        system: Any = None,
+        now: float | None = None,
+        cache: CacheTimes | None = None,
+        key: str | None = None,
+        request: Request | None = None,
+    ) -> Prepared | PreparedRequest:
+        """:meth:`toolkeep.Session.prepare` (its arguments, ``key`` its ``conversation``): what
+        it is given read once, and prepared in the conversation it continues."""
+        now, cache = check_timing(now, cache)
+        incoming = read_input(
+            given, format, tools=tools, system=system, request=request, key=key,
+            continuing=self.current.state.last,
+        )  # fmt: skip
+        return self._at(incoming.key).prepare_incoming(incoming, now, cache)
+
     def find(self, messages: Sequence[Any], key: str | None = None) -> Conversation:
         """The conversation ``messages`` continues (found by its first message, whose key
         ``key`` is when the caller has it), made :attr:`current`; a new one when none is kept."""
+        return self._at(read_input(messages, key=key, continuing=self.current.state.last).key)
+
+    def _at(self, key: str | None) -> Conversation:
+        """The conversation keyed ``key`` (``None``: the current one), made :attr:`current`; a
+        new one when none is kept."""
         current = self.current
-        if not (not messages or (current.state.last and current.state.last[0] is messages[0])):
-            if key is None:
-                key = conversation_key(messages[0])
+        if key is not None:
             found = self._table.pop(key, None)
             if found is None:
                 found = self._new(key)
@@ -363,6 +328,7 @@ class Conversations:
             self._table[key] = found
             current = self.current = found
         current.steps, current.clock = self.steps, self.clock
+        current.marker_recheck_every = self.marker_recheck_every
         return current
 
     def workspaces(self) -> list[Workspace]:
@@ -371,10 +337,20 @@ class Conversations:
         made = (c.own_workspace for c in dict.fromkeys(held))
         return [w for w in made if w is not None]
 
+    def reader(self) -> Workspace | WorkspaceReader:
+        """What the model's ``read_result`` calls read: the current conversation's workspace, and
+        when the conversations have workspaces of their own, every one they made."""
+        current = self.current.workspace
+        made = self.workspaces()
+        return Readers(current, made) if self.workspace is None and len(made) > 1 else current
+
     def close(self) -> None:
-        """Remove every conversation's own workspace (unless kept)."""
+        """Remove every conversation's own workspace, and the one given (unless kept: its
+        ``path`` still says where it was)."""
         for conversation in dict.fromkeys([self._first, *self._table.values()]):
             conversation.close()
+        if self.workspace is not None:
+            self.workspace.close()
 
 
 class Readers(WorkspaceReader):

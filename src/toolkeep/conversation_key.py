@@ -1,19 +1,25 @@
-"""What tells a conversation apart, in every process: the archive key of its first message.
+"""What tells a conversation apart, in every process: the archive key of its first message,
+without the keys its format's clients move from request to request.
 
-A :class:`~toolkeep.Session` finds a conversation's state and names its workspace by it, and the
-proxy keys its table of conversations by it (with the route): a caller that has computed it once
-hands it on (``Session.prepare(..., conversation=KEY)``) instead of having it computed again.
+A :class:`~toolkeep.Session` finds a conversation's state and names its workspace by it
+(:func:`history_key`), and the proxy keys its table of conversations by it (with the route): a
+caller that has computed it once hands it on (``Session.prepare(..., conversation=KEY)``)
+instead of having it computed again.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
-from .formats import plain_view
+from .formats import FORMATS, Format, plain_view
 from .shorten import archive_key
 
-__all__ = ["conversation_key"]
+__all__ = ["conversation_key", "history_key"]
+
+_MOVING_IN_ANY: frozenset[str] = frozenset().union(*(f.moving_keys for f in FORMATS.values()))
+"""The keys some format's clients move: what a history in a format not yet known may hold."""
 
 
 def conversation_key(first: Any, moving: frozenset[str] = frozenset()) -> str:
@@ -31,6 +37,18 @@ def conversation_key(first: Any, moving: frozenset[str] = frozenset()) -> str:
         # correct, only less often found
         text = type(first).__qualname__
     return archive_key(text)
+
+
+def history_key(history: Sequence[Any], format: str | Format = "auto") -> str:
+    """The key of the conversation ``history`` begins, read in ``format`` (a format, its name, or
+    ``"auto"``): :func:`conversation_key` of its first message without the keys that format's
+    clients move (with ``"auto"``, or a name no format has, those of every format), as the proxy
+    keys a conversation by its route's format."""
+    if isinstance(format, Format):
+        moving = format.moving_keys
+    else:
+        moving = FORMATS[format].moving_keys if format in FORMATS else _MOVING_IN_ANY
+    return conversation_key(history[0] if history else None, moving)
 
 
 def _stable(value: Any) -> Any:

@@ -47,7 +47,7 @@ from operator import is_
 from typing import Any, NamedTuple
 
 from .exceptions import ConfigError, RequestTooLargeError
-from .formats import Format
+from .formats import Format, detect_format, get_format, has_objects, plain_view, resolve_format
 from .messages import History, Message, ToolResultPart
 from .pricing import CacheExpiry
 from .report import Report
@@ -56,7 +56,7 @@ from .steps.memo import FORGETFUL, MISSING, dumped
 from .steps.pairing import first_choice_id
 from .turns import unfolded
 
-__all__ = ["Resolved", "SessionState", "common_prefix", "fingerprint", "run"]
+__all__ = ["Resolved", "SessionState", "common_prefix", "fingerprint", "run", "settle_format"]
 
 
 def fingerprint(raw: Any) -> Any:
@@ -207,6 +207,34 @@ class SessionState:
         )
         self.__init__(memo, last, resolved)  # type: ignore[misc]
         self.last_time, self.expiry = last_time, expiry
+
+
+def settle_format(state: SessionState, messages: Sequence[Any], format: str | Format, same: int) -> Format:
+    """The format to read ``messages`` in (``format`` asked for), looking only at what is new
+    since the last request (``same``: how many leading messages are its very objects).
+
+    Detection (``auto``) and the check for SDK objects read every message; a session reads
+    each message once: while the first ``same`` messages are those it already read, only the
+    new ones are checked against the format already chosen (:attr:`SessionState.resolved`).
+    """
+    cached = state.resolved
+    if cached is not None and messages and same >= cached.scanned:
+        new = messages[cached.scanned :]
+        if (
+            cached.request == format
+            and (cached.objects or not has_objects(new))
+            and (format != "auto" or not new or cached.base.detect(plain_view(new)) > 0)
+        ):
+            state.resolved = cached._replace(scanned=len(messages))
+            return cached.format
+    base = (
+        resolve_format(messages, format)
+        if isinstance(format, Format)
+        else (detect_format(messages) if format == "auto" else get_format(format))
+    )
+    fmt = resolve_format(messages, base)
+    state.resolved = Resolved(format, base, fmt, len(messages), fmt is not base) if messages else None
+    return fmt
 
 
 class _Declared(NamedTuple):

@@ -13,14 +13,14 @@ runs them.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, NamedTuple
+from typing import Any
 
 from . import engine
 from .config import Config
 from .formats import Format, resolve_format
 from .policies import POLICIES, build_steps, economy_steps, prepared_pipeline
 from .pricing import resolve_pricing
-from .report import Report
+from .report import Prepared, Report
 from .steps import Memo, Pipeline, Step, StepContext
 from .stores import ArchiveStore
 from .workspace import Workspace
@@ -30,13 +30,6 @@ __all__ = ["POLICIES", "Prepared", "build_steps", "default_steps", "run_pipeline
 default_steps: Callable[[Config], Pipeline] = economy_steps
 """The default policy's steps (``economy``'s: ``Config()`` runs them); SPEC's are
 ``toolkeep.policies.spec_steps``."""
-
-
-class Prepared(NamedTuple):
-    """What ``prepare`` returns: the messages to send and the report of what was done."""
-
-    messages: list[Any]
-    report: Report
 
 
 def run_pipeline(

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import logging
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
-__all__ = ["CUT_KINDS", "REPAIR_KINDS", "Cut", "Repair", "Report"]
+__all__ = ["CUT_KINDS", "REPAIR_KINDS", "Cut", "Prepared", "Repair", "Report"]
+
+_log = logging.getLogger("toolkeep")
 
 REPAIR_KINDS = (
     "synthetic",
@@ -113,6 +116,35 @@ class Report:
             line += f"; request tokens {self.tokens_before:,} -> {self.tokens_after:,}"
         return line
 
+    def log(self, messages: int) -> None:
+        """What one ``prepare`` of ``messages`` messages did, on the ``toolkeep`` logger: a DEBUG
+        record per repair and per cut (``extra``: ``kind``, ``id``, ``index``, and for a cut
+        ``chars_before``, ``chars_after``, ``key``), and an INFO summary when anything changed. A
+        save that failed was logged as a WARNING where it failed."""
+        if _log.isEnabledFor(logging.DEBUG):
+            for r in self.repairs:
+                _log.debug(
+                    "toolkeep: repair %s of %r at message %d",
+                    r.kind, r.id, r.index,
+                    extra={"kind": r.kind, "id": r.id, "index": r.index},
+                )  # fmt: skip
+            for c in self.cuts:
+                _log.debug(
+                    "toolkeep: %s %r at message %d: %d -> %d chars",
+                    c.kind, c.id, c.index, c.chars_before, c.chars_after,
+                    extra={"kind": c.kind, "id": c.id, "index": c.index, "chars_before": c.chars_before,
+                           "chars_after": c.chars_after, "key": c.key},
+                )  # fmt: skip
+        if self.changed and _log.isEnabledFor(logging.INFO):
+            _log.info(
+                "toolkeep: prepared %d %s messages: %d repairs; %d capped, %d persisted, %d truncated, "
+                "%d summarized; tool results %d -> %d chars",
+                messages, self.format, len(self.repairs), self.capped, self.persisted,
+                self.truncated, self.summarized, self.chars_before, self.chars_after,
+                extra={"repairs": len(self.repairs), "chars_before": self.chars_before,
+                       "chars_after": self.chars_after},
+            )  # fmt: skip
+
     def to_dict(self) -> dict[str, Any]:
         """The JSON form the CLI writes with ``--report``."""
         return {
@@ -147,3 +179,10 @@ class Report:
                 else {}
             ),
         }
+
+
+class Prepared(NamedTuple):
+    """What ``prepare`` returns: the messages to send and the report of what was done."""
+
+    messages: list[Any]
+    report: Report

@@ -23,6 +23,11 @@ nothing to pair in it, and the request comes back as it is. A Responses request 
 state kept on the server (``previous_response_id`` or ``conversation`` set) holds only what is
 new since then: its outputs may answer calls that only the server has, so its input is read with
 ``OpenAIResponsesFormat(previous_response=True)`` (:attr:`Request.continues`).
+
+What one ``prepare`` is given, a request object or a list of messages with its tool definitions
+and system prompt beside it, is read once, by :func:`read_input`, into an :class:`Incoming`: the
+history, the format to read it in, what is sent beside it, the key of its conversation, and the
+shape its answer takes.
 """
 
 from __future__ import annotations
@@ -32,17 +37,20 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from .conversation_key import history_key
 from .exceptions import FormatError
 from .formats import FORMATS, Format, RequestShape, Violation, validate
-from .report import Report
+from .report import Prepared, Report
 
 __all__ = [
     "CONTINUING_KEYS",
     "EXTRA_KEYS",
     "HISTORY_KEYS",
     "SYSTEM_KEYS",
+    "Incoming",
     "PreparedRequest",
     "Request",
+    "read_input",
     "read_request",
     "system_text",
     "validate_request",
@@ -169,6 +177,78 @@ def read_request(body: Mapping[str, Any]) -> Request:
         raise FormatError(f"the request's {key!r} must be {allowed}, got {type(value).__name__}", field=key)
     continues = any(body.get(k) is not None for k in _CONTINUING_BY_KEY[key])
     return Request(body, key, history, continues)
+
+
+@dataclass(frozen=True)
+class Incoming:
+    """What one ``prepare`` is given, read once (:func:`read_input`): what every later step
+    needs of it."""
+
+    history: Sequence[Any] | None
+    """The messages to prepare; ``None`` for a request whose history is a plain string."""
+    format: str | Format
+    """The format to read them in (for a request object, :meth:`Request.format`)."""
+    extras: tuple[Any, ...]
+    """What is sent beside the history and the request budget counts (tools, system prompt)."""
+    key: str | None
+    """The key of the conversation it begins (:func:`~toolkeep.conversation_key.history_key`: its
+    first message's, without the keys its format's clients move); ``None`` when it continues the
+    one in hand, or has no message."""
+    request: Request | None = None
+    """The request object it came in; ``None`` for a list of messages."""
+
+    def answer(self, messages: list[Any], report: Report) -> Prepared | PreparedRequest:
+        """What ``prepare`` returns for it: ``messages`` in a list, or in the request object in
+        place of its history."""
+        if self.request is None:
+            return Prepared(messages, report)
+        return PreparedRequest(self.request.with_history(messages), report)
+
+    def unchanged(self) -> PreparedRequest:
+        """What ``prepare`` returns for a request whose history is a plain string: the request as
+        it came (nothing to pair: no policy runs, and the report is empty)."""
+        request = self.request
+        if request is None or self.history is not None:
+            raise ValueError("only a request whose history is a plain string comes back unchanged")
+        name = self.format.name if isinstance(self.format, Format) else self.format
+        return PreparedRequest(request.with_history(request.body[request.key]), Report(format=name))
+
+
+def read_input(
+    given: Sequence[Any] | Mapping[str, Any],
+    format: str | Format = "auto",
+    *,
+    tools: Any = None,
+    system: Any = None,
+    request: Request | None = None,
+    key: str | None = None,
+    continuing: Sequence[Any] = (),
+) -> Incoming:
+    """``given``, a request object or a list of messages (``tools`` and ``system``: any JSON
+    value, as sent beside it), read: a :class:`FormatError` says what is wrong with it.
+
+    ``request`` is what :func:`read_request` read of a request object already, and ``key`` the
+    conversation's key, for a caller that has them: they are not computed again. A history whose
+    first message is the very object ``continuing`` begins with (the conversation in hand) is not
+    keyed at all."""
+    if isinstance(given, Mapping):
+        if tools is not None or system is not None:
+            raise FormatError(
+                "a request object carries its own tools and system prompt: pass them in it",
+                field="tools" if tools is not None else "system",
+            )
+        if request is None:
+            request = read_request(given)
+        history, format, extras = request.history, request.format(format), request.extras()
+    elif isinstance(given, (list, tuple)):
+        history, extras = given, tuple(x for x in (tools, system) if x is not None)
+    else:
+        raise FormatError(f"a history is a list of messages, got {type(given).__name__}")
+    if not history or (continuing and continuing[0] is history[0]):
+        key = None
+    elif key is None:
+        key = history_key(history, format)
+    return Incoming(history, format, extras, key, request)
 
 
 def system_text(body: Mapping[str, Any]) -> str | None:

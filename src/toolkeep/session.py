@@ -1,35 +1,28 @@
-"""A session: configuration, an archive and a table of conversations, and ``prepare`` over them.
-
-:class:`Session` is the front door: it reads the configuration (:meth:`Config.resolve`), makes
-its :class:`~toolkeep.archive.Archive` (stores, pins, the durable fallback) and its
-:class:`~toolkeep.conversation.Conversations` (each conversation's state, workspace and
-timing), and hands each request to the conversation it continues.
-"""
+"""The front door: :class:`Session` reads the configuration, makes its archive and its table of
+conversations, and hands each request to them."""
 
 from __future__ import annotations
 
 import os
 import threading
-import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, overload
 
 from .archive import Archive
 from .closing import Closing
 from .config import Config, ToolCap
-from .conversation import MARKER_RECHECK_EVERY, Conversation, Conversations, Readers, check_timing
+from .conversation import Conversations
 from .engine import SessionState
-from .exceptions import ConfigError, FormatError
+from .exceptions import ConfigError
 from .formats import Format
-from .messages import ToolResultPart
-from .pipeline import Prepared
 from .policies import prepared_pipeline
 from .pricing import CacheTimes
 from .recall import handle_tool_call, tool_definitions
-from .requests import PreparedRequest, Request, read_request
-from .steps import Pipeline, Step, ToolCaps
+from .report import Prepared
+from .requests import PreparedRequest, Request
+from .steps import Pipeline, Step
 from .stores import ArchiveStore
-from .workspace import Workspace, WorkspaceReader
+from .workspace import Workspace
 
 __all__ = ["Session"]
 
@@ -46,11 +39,8 @@ class Session(Closing):
     the workspace.
 
     ``clock`` (a callable returning seconds, default :func:`time.monotonic`) is read once per
-    ``prepare``: when more time than the price list's TTL (:mod:`toolkeep.pricing`) has passed
-    since the conversation's last request, the provider's cache has expired, rewriting the
-    history costs nothing extra, and the cache-aware policy makes every tier move that is due in
-    that request. Only differences between readings matter; the same histories prepared at the
-    same readings give the same bytes (inject a clock to make that so in tests and replays).
+    ``prepare``, to tell when the provider's cache has expired (see
+    :class:`~toolkeep.conversation.Conversations`; inject one for the same bytes in replays).
 
     The session is a front over two named parts: its :attr:`archive`
     (:class:`~toolkeep.archive.Archive`: the stores, their pins, the durable fallback) and its
@@ -59,18 +49,11 @@ class Session(Closing):
 
     ``steps`` are the steps :meth:`prepare` runs instead of the configured policy's
     (:func:`toolkeep.policies.build_steps`): a :class:`~toolkeep.steps.Pipeline` with a slot
-    filled by name, say (the proxy's file saving, :mod:`toolkeep.proxy.files`), or a list of
-    one's own.
+    filled by name, say (as :mod:`toolkeep.proxy.files` does), or a list of one's own.
 
     Without ``config``, the settings come from the environment (:meth:`Config.from_env`), unless
     ``trust_env=False``: then from the defaults alone (as httpx's ``trust_env``).
     """
-
-    marker_recheck_every = MARKER_RECHECK_EVERY
-    """Before each request goes out, the session makes sure the store holds every original a
-    marker in it names (:mod:`toolkeep.markers`): one epoch read per request, and a batched
-    check of the keys not yet seen under it. Every this many requests of a conversation, every
-    key is checked anyway (for a single entry lost with no change of epoch); ``0``: never."""
 
     def __init__(
         self,
@@ -85,19 +68,13 @@ class Session(Closing):
         if clock is not None and not callable(clock):
             raise ConfigError(f"clock must be a callable returning seconds, got {type(clock).__name__}")
         self.config = Config.resolve(config, trust_env=trust_env)
-        fixed = (
-            workspace
-            if isinstance(workspace, Workspace) or workspace is None
-            else Workspace(workspace, keep=self.config.keep_tmpdir)
-        )
-        self.archive = Archive(self.config, workspace=fixed, store=store)
+        if workspace is not None and not isinstance(workspace, Workspace):
+            workspace = Workspace(workspace, keep=self.config.keep_tmpdir)
+        self.archive = Archive(self.config, workspace=workspace, store=store)
         """The stores, their pins and the durable fallback."""
+        pipeline = prepared_pipeline(self.config, steps)
         self.conversations = Conversations(
-            self.config,
-            self.archive,
-            prepared_pipeline(self.config, steps),
-            workspace=fixed,
-            clock=clock if clock is not None else time.monotonic,
+            self.config, self.archive, pipeline, workspace=workspace, clock=clock
         )
         """Each conversation's state, workspace and timing (:meth:`prepare` tells them apart)."""
         self.store: ArchiveStore = self.archive.store
@@ -105,6 +82,17 @@ class Session(Closing):
         self.recall_store: ArchiveStore = self.archive.recall_store
         """Where the model's ``recall`` calls are answered from."""
         self._lock = threading.Lock()
+
+    @property
+    def marker_recheck_every(self) -> int:
+        """Every this many requests of a conversation (32), the store is checked for every original
+        the markers in it name, not only for those not yet seen (:mod:`toolkeep.markers`);
+        ``0``: never."""
+        return self.conversations.marker_recheck_every
+
+    @marker_recheck_every.setter
+    def marker_recheck_every(self, every: int) -> None:
+        self.conversations.marker_recheck_every = every
 
     @property
     def clock(self) -> Callable[[], float]:
@@ -132,16 +120,14 @@ class Session(Closing):
 
     @property
     def state(self) -> SessionState:
-        """What the session carries from one request to the next (:mod:`toolkeep.engine`), for
-        the conversation of the last request."""
+        """What the conversation of the last request carries to the next (:mod:`toolkeep.engine`)."""
         return self.conversations.current.state
 
     @property
     def workspace(self) -> Workspace:
-        """The workspace of the conversation of the last request: the one given, else that
-        conversation's own under the user's cache dir (:meth:`Workspace.for_conversation`, named
-        from its first message, so that its previews are the same in every process); made on
-        first use. Before any request, the workspace of an empty conversation."""
+        """The workspace of the conversation of the last request (before any, of an empty one):
+        the one given, else that conversation's own (:attr:`Conversation.workspace
+        <toolkeep.conversation.Conversation.workspace>`)."""
         return self.conversations.current.workspace
 
     @overload
@@ -191,9 +177,8 @@ class Session(Closing):
 
         Safe to call from several threads: calls are taken one at a time, and each gets the
         output a session of its own would give. The state of up to :attr:`conversations_kept`
-        conversations is kept, told apart by their first message, so an integration object that
-        serves several conversations at once prepares each incrementally (conversations that
-        begin with the same message share one state: still correct, but more work redone).
+        conversations is kept, told apart by their first message
+        (:class:`~toolkeep.conversation.Conversations`).
 
         With ``Config.max_request_tokens`` the request comes back within that many tokens
         (:mod:`toolkeep.window`), or :class:`~toolkeep.exceptions.RequestTooLargeError` is raised.
@@ -204,49 +189,24 @@ class Session(Closing):
         :attr:`clock`) and ``cache`` what to know of the conversation's earlier requests (instead
         of what the session remembers, :meth:`cache_times`): a caller that keeps a conversation's
         timing elsewhere, as the proxy's replicas do, gets the bytes a session that had seen every
-        request would give. ``conversation`` (the key of the first message,
-        :func:`toolkeep.conversation_key.conversation_key`) and ``request`` (what
+        request would give. ``conversation`` (the conversation's key,
+        :func:`toolkeep.conversation_key.history_key`) and ``request`` (what
         :func:`toolkeep.requests.read_request` read of ``messages``) are for a caller that has
         them already: they are not computed again.
         """
-        timing = check_timing(now, cache)
-        if isinstance(messages, Mapping):
-            if tools is not None or system is not None:
-                raise FormatError(
-                    "a request object carries its own tools and system prompt: pass them in it",
-                    field="tools" if tools is not None else "system",
-                )
-            if request is None:
-                request = read_request(messages)
-            history = request.history if request.history is not None else ()
-            with self._lock:
-                self.archive.check_open()
-                return self._find(history, conversation).prepare_request(
-                    messages, format, now=timing[0], cache=timing[1], request=request
-                )
-        extras = tuple(x for x in (tools, system) if x is not None)
         with self._lock:
             self.archive.check_open()
-            if not isinstance(messages, (list, tuple)):
-                raise FormatError(f"a history is a list of messages, got {type(messages).__name__}")
-            return self._find(messages, conversation).prepare(
-                messages, format, extras=extras, now=timing[0], cache=timing[1]
-            )
+            return self.conversations.prepare_input(
+                messages, format, tools=tools, system=system, now=now, cache=cache, key=conversation,
+                request=request,
+            )  # fmt: skip
 
     def cache_times(self, messages: Sequence[Any], *, conversation: str | None = None) -> CacheTimes:
-        """What this session knows of the timing of the requests of the conversation
-        ``messages`` continues (after :meth:`prepare` of ``messages``: including it);
-        ``conversation`` as for :meth:`prepare`."""
-        if not isinstance(messages, (list, tuple)):
-            raise FormatError(f"a history is a list of messages, got {type(messages).__name__}")
+        """What this session knows of the timing of the conversation ``messages`` continues (after
+        :meth:`prepare` of them: including it); ``conversation`` as for :meth:`prepare`."""
         with self._lock:
             self.archive.check_open()
-            return self._find(messages, conversation).cache_times()
-
-    def _find(self, messages: Sequence[Any], key: str | None) -> Conversation:
-        found = self.conversations.find(messages, key)
-        found.marker_recheck_every = self.marker_recheck_every
-        return found
+            return self.conversations.find(messages, conversation).cache_times()
 
     def cap_result(
         self, call_id: str, tool_name: str | None, text: str, *, cap: int | ToolCap | None = None
@@ -254,38 +214,25 @@ class Session(Closing):
         """A tool's output as it should enter the history: at most its tool's cap long.
 
         Call it where a result is produced (a tool dispatcher). Over the cap, the output keeps
-        its head and tail around ``[TRUNCATED N chars omitted, M kept]``, the whole of it never
-        longer than the cap, and the full text is archived and persisted first, so the marker
-        leads back to it. The caller's history keeps the cut after the session: when the
-        original cannot be archived where it outlives the session (the per-user archive is full
-        or refused, and the workspace is removed on close), the output comes back whole (and a
-        WARNING on the ``toolkeep`` logger says why), never cut with no way back. ``cap``
-        (chars, or a :class:`~toolkeep.ToolCap`) overrides the configured setting (e.g. one the
-        tool declares with :func:`toolkeep.result_cap`)::
+        its head and tail around ``[TRUNCATED N chars omitted, M kept]``, never longer than the
+        cap, and the full text is archived and persisted first, so the marker leads back to it;
+        when it cannot be archived where it outlives the session, the output comes back whole
+        (:meth:`toolkeep.archive.Archive.cap_result`). ``cap`` (chars, or a
+        :class:`~toolkeep.ToolCap`) overrides the configured setting (e.g. one the tool declares
+        with :func:`toolkeep.result_cap`)::
 
             text = session.cap_result(call["id"], call["name"], run_tool(call))
         """
         self.archive.check_open()
-        c = self.config
-        caps = self.steps.caps or ToolCaps(
-            default=c.default_tool_cap, caps=c.tool_caps, head=c.cap_head_chars, tail=c.cap_tail_chars
-        )
-        setting = caps.setting_for(tool_name) if cap is None else ToolCap.of(cap, "cap")
-        return self.archive.cap_result(
-            ToolResultPart(call_id, text, name=tool_name), caps, setting, self.workspace
-        )
+        return self.archive.cap_result(call_id, tool_name, text, self.steps.caps, cap, self.workspace)
 
     def handle_tool_call(self, name: str, arguments: Any) -> str | None:
         """The answer to a ``recall`` or ``read_result`` call the model made; ``None`` for any
         other tool. Never raises for the model's mistakes: an unknown key or a refused path gets
         a sentence the model can act on."""
-        current = self.workspace
-        workspace: Workspace | WorkspaceReader = current
-        made = self.conversations.workspaces()
-        if self.conversations.workspace is None and len(made) > 1:
-            workspace = Readers(current, made)
+        reader = self.conversations.reader()
         return handle_tool_call(
-            name, arguments, store=self.recall_store, workspace=workspace, config=self.config
+            name, arguments, store=self.recall_store, workspace=reader, config=self.config
         )
 
     def tool_definitions(self, format: str) -> list[Any]:
@@ -301,5 +248,3 @@ class Session(Closing):
         A closed session refuses work with :class:`SessionClosedError`."""
         self.archive.close()
         self.conversations.close()
-        if self.conversations.workspace is not None:  # (kept: ``workspace.path`` still says where it was)
-            self.conversations.workspace.close()

@@ -9,9 +9,9 @@ from typing import Any
 import click
 
 from ..config import Config
-from ..conversation_key import conversation_key
+from ..conversation_key import history_key
 from ..formats import looks_like, validate
-from ..requests import read_request, validate_request
+from ..requests import read_input, read_request, validate_request
 from ..session import Session
 from ..workspace import Workspace
 from ._app import InputError, cli, dumps, format_option, read_document, write_output
@@ -79,8 +79,8 @@ def prepare(
     if workspace is not None:
         ws = Workspace(workspace, keep=True)
     else:
-        history = document if isinstance(document, list) else read_request(document).history
-        ws = Workspace.for_conversation(conversation_key(history[0] if history else None), keep=True)
+        key = read_input(document, format_name).key  # what a session keys the conversation by
+        ws = Workspace.for_conversation(key or history_key(()), keep=True)
         click.echo(f"toolkeep: session workspace: {ws.path}", err=True)
     with Session(config, workspace=ws, store=store_url) as session:
         prepared, report = session.prepare(document, format=format_name)
