@@ -9,9 +9,24 @@ from typing import Any
 
 import pytest
 
-from toolkeep import Config, ConfigError, Session, ToolCap, ToolCaps, repair_pairing, run_pipeline
+from toolkeep import (
+    Config,
+    ConfigError,
+    MemoryStore,
+    Session,
+    ToolCap,
+    ToolCaps,
+    ToolResultPart,
+    Workspace,
+    get_format,
+    repair_pairing,
+    run_pipeline,
+)
 from toolkeep.config import DEFAULT_TOOL_CAPS
+from toolkeep.formats import FORMATS
 from toolkeep.shorten import archive_key
+from toolkeep.steps import SaveContext, StepContext
+from toolkeep.stores import Limits
 
 from .strategies import anthropic_turns, oa_assistant, oa_tool, oa_user
 
@@ -209,3 +224,42 @@ class TestInPipeline:
         assert sent[: m.start()] == text[:5_000] and sent[m.end() :] == text[-1_000:]
         assert (int(m.group(1)), int(m.group(2))) == (34_000, 6_000)
         assert [c.kind for c in report.cuts] == ["capped"]
+
+
+class TestCutWithoutAFormat:
+    """Cutting one result reads no format (issue 31): a :class:`SaveContext` (a workspace, a
+    store, a report) is all :meth:`ToolCaps.cut` needs, as :meth:`Session.cap_result` gives it."""
+
+    @pytest.mark.parametrize("fmt", sorted(FORMATS))
+    def test_a_save_context_cuts_as_a_step_context_of_any_format(self, fmt: str, tmp_path: Path) -> None:
+        text = "".join(chr(0x4E00 + i % 500) for i in range(2_500))
+        part = ToolResultPart("call_1", text, name="grep")
+        caps, setting = ToolCaps(), ToolCap(1_000)
+        with Workspace(tmp_path / "ws") as ws:
+            store = MemoryStore()
+            saved = caps.cut(part, SaveContext(ws, store), setting)
+            stepped = caps.cut(part, StepContext(get_format(fmt), workspace=ws, store=store), setting)
+        assert saved is not None and saved == stepped
+        assert len(saved.text) == 1_000 and saved.key == archive_key(text)
+        (m,) = CAP_LINE.finditer(saved.text)
+        assert m.group(4) == saved.key and store.get(saved.key) == text
+        assert m.group(3) == saved.saved_path and Path(m.group(3)).read_text(encoding="utf-8") == text
+
+    def test_a_refused_original_is_told_in_the_report(self, tmp_path: Path) -> None:
+        """A store too small for the original: no key, the cut names the saved file alone, and
+        the report the context was given says why."""
+        text = "z" * 5_000
+        with Workspace(tmp_path / "ws") as ws:
+            ctx = SaveContext(ws, MemoryStore(limits=Limits(max_bytes=1_000)))
+            cut = ToolCaps().cut(ToolResultPart("call_1", text, name="bash"), ctx, ToolCap(1_000))
+        assert cut is not None and cut.key is None and cut.saved_path is not None
+        assert "<<ccr:" not in cut.text and cut.saved_path in cut.text
+        assert ctx.report.save_errors == [f"archive {archive_key(text)}: StoreError"]
+        assert ctx.unarchived(cut.key)
+
+    def test_a_step_context_is_a_save_context(self) -> None:
+        """A step's context saves the way a :class:`SaveContext` does (it is one), so a step and
+        :meth:`Session.cap_result` cut alike."""
+        ctx = StepContext(get_format("anthropic"))
+        assert isinstance(ctx, SaveContext)
+        assert ctx.persist("call_1", "x") == (None, "no session workspace") and ctx.archive("x") is None

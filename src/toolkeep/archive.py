@@ -19,10 +19,9 @@ import uuid
 from .closing import Closing
 from .config import Config, ToolCap
 from .exceptions import SessionClosedError
-from .formats import get_format
 from .messages import ToolResultPart
 from .report import Report
-from .steps import StepContext, ToolCaps
+from .steps import SaveContext, ToolCaps
 from .stores import ArchiveStore, open_store, store_for_config
 from .stores.layered import LayeredStore
 from .stores.pinned import PinnedWrites
@@ -133,8 +132,7 @@ class Archive(Closing):
         setting = caps.setting_for(tool_name) if cap is None else ToolCap.of(cap, "cap")
         result = ToolResultPart(call_id, text, name=tool_name)
         report = Report()
-        # a cut reads no format: any one will do (until a step context can go without one)
-        ctx = StepContext(get_format("anthropic"), self.config, workspace, self.holds_writes, report)
+        ctx = SaveContext(workspace, self.holds_writes, report)
         capped = caps.cut(result, ctx, setting)
         if capped is None:
             return text

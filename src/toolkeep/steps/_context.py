@@ -7,7 +7,9 @@ which its output changes, whether it may drop an assistant message, and, for a s
 over the whole session, the :class:`Plan` it keeps. The engine alone remembers work (around each
 step, per block) and keeps the blocks; :class:`StepContext` carries what a step needs to decide:
 the format, the config, where to save and report, and where the history it was given sits in
-the request (the age of its results, the index of its messages, the call ids before it).
+the request (the age of its results, the index of its messages, the call ids before it). Its
+saving part alone is a :class:`SaveContext`: what cutting one result outside a run needs
+(:meth:`toolkeep.Session.cap_result`), with no format.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ __all__ = [
     "Plan",
     "ResultSlot",
     "Reuse",
+    "SaveContext",
     "Step",
     "StepContext",
     "block_local",
@@ -58,36 +61,30 @@ class Place(NamedTuple):
     keeps calls (pairing repair) adds theirs."""
 
 
-@dataclass
-class StepContext:
-    """What the steps of one run get besides the history. ``workspace`` and ``store`` may be
-    absent (pure mode); ``place`` says where the history sits in the request (the engine sets
-    it; a one-off run's is the whole request)."""
+class SaveContext:
+    """Where what is shortened is saved, and the report it is told in: the part of a
+    :class:`StepContext` that reads no format. A plain ``SaveContext(workspace, store, report)``
+    is enough to cut one result outside a run (:meth:`toolkeep.ToolCaps.cut`); a step gets the
+    whole :class:`StepContext`. ``workspace`` and ``store`` may be absent (nothing is then
+    persisted, or archived)."""
 
-    format: Format
-    config: Config = field(default_factory=Config)
-    workspace: Workspace | None = None
-    store: ArchiveStore | None = None
-    report: Report = field(default_factory=Report)
-    expiry: CacheExpiry | None = None
-    """Which requests of the conversation found the provider's cache expired (a session's
-    clock tells); ``None``: none did. The cache-aware policy reads it."""
-    place: Place = field(default_factory=lambda: Place(0, 0, set()))
-    lookups_failed: int = field(default=0, repr=False)
+    workspace: Workspace | None
+    store: ArchiveStore | None
+    report: Report
+    lookups_failed: int
     """Store reads that failed in this run: work that depended on one is not reused (the
     engine reads it; a step has no use for it)."""
 
-    def results(self, history: History) -> Iterator[ResultSlot]:
-        """Every result of ``history`` with its request-wide age (:func:`iter_results`)."""
-        return iter_results(history, self.place.turns_after)
-
-    def index(self, message: int) -> int:
-        """The request index of ``history[message]`` (for report entries)."""
-        return self.place.start + message
-
-    def add_cut(self, kind: str, part: ToolResultPart, message: int, before: str, reason: str = "") -> None:
-        """Report ``part`` (at ``history[message]``) shortened from ``before``."""
-        self.report.add_cut(kind, part, self.place.start + message, before, reason)
+    def __init__(
+        self,
+        workspace: Workspace | None = None,
+        store: ArchiveStore | None = None,
+        report: Report | None = None,
+    ) -> None:
+        self.workspace = workspace
+        self.store = store
+        self.report = Report() if report is None else report
+        self.lookups_failed = 0
 
     def archive(self, original: str) -> str | None:
         """Archive ``original``; its key, or ``None`` when there is no store or it failed."""
@@ -131,6 +128,37 @@ class StepContext:
             log.warning("toolkeep: could not persist result %s: %s", call_id, reason)
             self.report.save_errors.append(f"persist {call_id}: {reason}")
             return None, reason
+
+
+@dataclass
+class StepContext(SaveContext):
+    """What the steps of one run get besides the history: the saving of a
+    :class:`SaveContext`, and the format, the config, the cache's expiry and the place.
+    ``workspace`` and ``store`` may be absent (pure mode); ``place`` says where the history sits
+    in the request (the engine sets it; a one-off run's is the whole request)."""
+
+    format: Format
+    config: Config = field(default_factory=Config)
+    workspace: Workspace | None = None
+    store: ArchiveStore | None = None
+    report: Report = field(default_factory=Report)
+    expiry: CacheExpiry | None = None
+    """Which requests of the conversation found the provider's cache expired (a session's
+    clock tells); ``None``: none did. The cache-aware policy reads it."""
+    place: Place = field(default_factory=lambda: Place(0, 0, set()))
+    lookups_failed: int = field(default=0, repr=False)
+
+    def results(self, history: History) -> Iterator[ResultSlot]:
+        """Every result of ``history`` with its request-wide age (:func:`iter_results`)."""
+        return iter_results(history, self.place.turns_after)
+
+    def index(self, message: int) -> int:
+        """The request index of ``history[message]`` (for report entries)."""
+        return self.place.start + message
+
+    def add_cut(self, kind: str, part: ToolResultPart, message: int, before: str, reason: str = "") -> None:
+        """Report ``part`` (at ``history[message]``) shortened from ``before``."""
+        self.report.add_cut(kind, part, self.place.start + message, before, reason)
 
 
 class Plan(Protocol):

@@ -10,7 +10,7 @@ from ..config import DEFAULT_TOOL_CAPS, MIN_TOOL_CAP, ToolCap
 from ..exceptions import ConfigError
 from ..messages import History, ToolResultPart
 from ..shorten import cap_form, carried_keys
-from ._context import Reuse, StepContext, iter_results, replace_results
+from ._context import Reuse, SaveContext, StepContext, iter_results, replace_results
 
 if TYPE_CHECKING:
     from .budget import ResultBudget
@@ -65,10 +65,12 @@ class ToolCaps:
         return self.setting_for(tool_name).cap
 
     def cut(
-        self, p: ToolResultPart, ctx: StepContext, setting: ToolCap | None = None
+        self, p: ToolResultPart, ctx: SaveContext, setting: ToolCap | None = None
     ) -> ToolResultPart | None:
         """The capped form of one result (under ``setting``, default its tool's), or ``None``
-        when it is within the cap or already shorter than the cut would be."""
+        when it is within the cap or already shorter than the cut would be. It reads no format:
+        ``ctx`` needs only to save (a :class:`~toolkeep.steps.SaveContext`; a step's
+        :class:`~toolkeep.steps.StepContext` is one)."""
         setting = setting or self.setting_for(p.name)
         original = p.full_text
         if len(original) <= setting.cap:
