@@ -71,6 +71,9 @@ class Archive(Closing):
             or bool(config.store_url)
             or (workspace.keep if workspace is not None else config.keep_tmpdir)
         )
+        self.outlives = outlives
+        """Whether :attr:`store` outlives the session (a store given or configured, or a kept
+        workspace's): then each conversation keeps its state there (:mod:`toolkeep.resume`)."""
         self._durable: ArchiveStore | None = None
         self.holds: ArchiveStore = self.store
         """Where originals the caller's history carries are written (and read back)."""
