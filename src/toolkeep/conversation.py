@@ -140,6 +140,7 @@ class Conversation:
         # new process's first request of the conversation (toolkeep.resume)
         if archive.outlives:
             self.state.resume = Resume(lambda: archive.store, key, self.tracker)
+            archive.flushers.add(self.state.resume)
         self.marker_recheck_every = MARKER_RECHECK_EVERY
         """See :attr:`toolkeep.Session.marker_recheck_every`."""
         self._fixed = workspace

@@ -273,9 +273,22 @@ class Resume:
         """How many leading messages the last :meth:`load` took from the store (0: none)."""
         self.failed: str | None = None
         """Why the last load found nothing to take, or writing stopped."""
+        self.write_every = 8
+        """Requests between two writes (the first request of a session writes, and so does
+        :meth:`flush` when the conversation closes): a new process that finds the last few
+        requests unwritten folds them, at the cost of those requests alone."""
+        self.whole_after = 64
+        """Chunks after which the next write is a whole state (a reader reads them all)."""
         self._fp = ""
         self._head = ""
-        self._chunks: list[str] = []
+        self._epoch = ""
+        self._written = 0
+        self._link = ""
+        self._since = 0
+        self._whole_size = 0
+        self._first = True
+        self._unwritten = 0
+        self._pending: tuple[SessionState, Sequence[Any]] | None = None
         self._digest: _Digest | None = None
         self._blocks: list[_Block] = []
         self._plan: Any = None
@@ -289,7 +302,6 @@ class Resume:
         self._registered = 0
         self._names = 0
         self._calls: dict[str, list[int]] = {}
-        self._whole_every = 16
         self._marks: dict[int, tuple[_Block, list[Any]]] = {}
         """Each block's markers (:func:`_marks_of`), by block."""
 
@@ -317,7 +329,7 @@ class Resume:
             plan = new_plan() if new_plan is not None else None
             if plan is not None and not _economy(plan):
                 raise _Unfit("the policy's plan is not one whose decisions are kept")
-            chunks, keys = self._read(fp)
+            chunks, epoch, written, link = self._read(fp)
             n = self._adopt(state, fmt, messages, chunks, ctx, plan)
         except _Unfit as exc:
             self.failed = str(exc)
@@ -327,11 +339,18 @@ class Resume:
             self.failed = f"the store failed: {exc}"
             return same
         self.failed = None
-        self._chunks = keys
+        self._epoch, self._written, self._link = epoch, written, link
         self.adopted = n
         return n
 
-    def _read(self, fp: str) -> tuple[list[dict[str, Any]], list[str]]:
+    def _chunk_key(self, epoch: str, n: int) -> str:
+        return archive_key(f"toolkeep-resume\0{self._head}\0{epoch}\0{n}")
+
+    def _read(self, fp: str) -> tuple[list[dict[str, Any]], str, int, str]:
+        """The chunks to adopt: the whole state the head names and those after it, up to the
+        first missing or not linked to the one before it (written by a replica that lost a race,
+        or evicted): the state up to there is one the conversation had, and the engine folds the
+        rest. Also the epoch, how many chunks were read and the digest of the last one."""
         store = self._store()
         text = store.get(self._head)
         if text is None:
@@ -339,27 +358,36 @@ class Resume:
         head = _json(text)
         if not isinstance(head, dict) or head.get("v") != RECORDS_VERSION or head.get("fp") != fp:
             raise _Unfit("the head is of another version or config")
-        keys = head.get("chunks")
-        if not isinstance(keys, list) or not keys or not all(isinstance(k, str) for k in keys):
-            raise _Unfit("the head names no chunks")
-        chunks = []
-        for n, key in enumerate(keys):
-            try:
-                text = store.get(key)
-            except ValueError as exc:
-                raise _Unfit(f"bad chunk key: {exc}") from exc
+        epoch = head.get("epoch")
+        if not isinstance(epoch, str):
+            raise _Unfit("the head names no state")
+        chunks: list[dict[str, Any]] = []
+        link = ""
+        self._whole_size = self._since = 0
+        while True:
+            text = store.get(self._chunk_key(epoch, len(chunks)))
             if text is None:
-                raise _Unfit(f"chunk {n} is missing")
+                break
             chunk = _json(text)
             if (
                 not isinstance(chunk, dict)
                 or chunk.get("fp") != fp
                 or chunk.get("conversation") != self.conversation
-                or chunk.get("whole") is not (n == 0)
+                or chunk.get("whole") is not (not chunks)
+                or chunk.get("prev") != link
             ):
-                raise _Unfit(f"chunk {n} is not of this state")
+                if not chunks:
+                    raise _Unfit("the whole state is not of this conversation")
+                break
             chunks.append(chunk)
-        return chunks, keys
+            link = _link(text)
+            if len(chunks) == 1:
+                self._whole_size = len(text)
+            else:
+                self._since += len(text)
+        if not chunks:
+            raise _Unfit("the whole state is missing")
+        return chunks, epoch, len(chunks), link
 
     def _adopt(
         self, state: SessionState, fmt: Format, messages: Sequence[Any], chunks: list[dict[str, Any]],
@@ -410,34 +438,55 @@ class Resume:
     def save(
         self, state: SessionState, fmt: Format, messages: Sequence[Any], pipeline: Pipeline, same: int
     ) -> None:
-        """Append what the request just prepared changed (a whole state when the chunks since the
-        last one are many, or the state was made again); a failure stops the writing."""
-        if self.failed == "stopped" or state.first_failed < len(state.blocks):
-            return
-        if not self._fp or (state.plan is not None and not _economy(state.plan)):
+        """Note that the request ``messages`` was just prepared on ``state`` (its first ``same``
+        messages the very objects of the last request's); what changed is written every
+        :attr:`write_every` requests, on the first one, and by :meth:`flush`."""
+        if self.failed == "stopped" or not self._fp or (state.plan is not None and not _economy(state.plan)):
             return  # (load ran before, with a context; another plan's decisions are not kept)
         try:
-            self._write(state, messages, same)
-        except StoreError as exc:
-            _log.debug("toolkeep: conversation state not kept: %s", exc)
-            self._forget()
+            digest = self._digest
+            if digest is None or digest.n > same:
+                digest = self._digest = _Digest()
+            digest.add(messages, len(messages))
         except (TypeError, ValueError) as exc:  # not JSON (SDK objects): nothing is kept
             _log.debug("toolkeep: conversation state not kept: %s", exc)
             self.failed = "stopped"
+            return
+        self._pending = (state, messages)
+        self._unwritten += 1
+        if self._unwritten >= self.write_every or self._first:
+            self.flush()
 
-    def _forget(self) -> None:
-        self._chunks = []
-        self._blocks = []
+    def flush(self) -> None:
+        """Write what the requests prepared since the last write changed (the conversation is
+        closing, or enough requests went by)."""
+        pending, self._pending = self._pending, None
+        if pending is None:
+            return
+        state, messages = pending
+        self._first = False
+        self._unwritten = 0
+        if state.first_failed < len(state.blocks) or len(messages) != self._digest_n():
+            return  # (a block to run again: the next request writes)
+        try:
+            self._write(state, messages)
+        except (StoreError, OSError) as exc:
+            _log.debug("toolkeep: conversation state not kept: %s", exc)
+            self._epoch = ""
+        except (TypeError, ValueError) as exc:
+            _log.debug("toolkeep: conversation state not kept: %s", exc)
+            self.failed = "stopped"
 
-    def _write(self, state: SessionState, messages: Sequence[Any], same: int) -> None:
+    def _digest_n(self) -> int:
+        return self._digest.n if self._digest is not None else -1
+
+    def _write(self, state: SessionState, messages: Sequence[Any]) -> None:
         digest = self._digest
-        if digest is None or digest.n > same:
-            digest = self._digest = _Digest()
-        digest.add(messages, len(messages))
+        assert digest is not None
         plan = state.plan
         fresh = plan is not None and (plan is not self._plan or plan.fold is not self._fold)
         whole = (
-            fresh or not self._chunks or len(self._chunks) >= max(self._whole_every, len(state.blocks) // 16)
+            fresh or not self._epoch or self._written >= self.whole_after or self._since > self._whole_size
         )
         blocks = state.blocks
         if whole:
@@ -451,6 +500,7 @@ class Resume:
             "fp": self._fp,
             "conversation": self.conversation,
             "whole": whole,
+            "prev": "" if whole else self._link,
             "n": len(messages),
             "digest": digest.hexdigest(),
             "expiry": sorted(state.expiry.requests),
@@ -461,18 +511,24 @@ class Resume:
             if whole:
                 self._reset_plan(plan, fresh)
             chunk["plan"] = self._plan_rec(plan, state, [blocks[j] for j in dirty], whole)
-        key = secrets.token_hex(8)
+        text = json.dumps(chunk, separators=(",", ":"))
         store = self._store()
-        store.put(key, json.dumps(chunk, separators=(",", ":")))
-        chunks = [key] if whole else [*self._chunks, key]
-        head = json.dumps({"v": RECORDS_VERSION, "fp": self._fp, "chunks": chunks}, separators=(",", ":"))
-        store.delete(self._head)
-        store.put(self._head, head)
-        if whole:  # what the whole state stands for now (a reader that still reads them falls back)
-            for gone in self._chunks:
-                store.delete(gone)
+        if whole:
+            old_epoch, old_written = self._epoch, self._written
+            self._epoch, self._written = secrets.token_hex(8), 0
+            store.put(self._chunk_key(self._epoch, 0), text)
+            head = {"v": RECORDS_VERSION, "fp": self._fp, "epoch": self._epoch}
+            store.delete(self._head)
+            store.put(self._head, json.dumps(head, separators=(",", ":")))
+            for n in range(old_written if old_epoch else 0):  # what the new whole state stands for
+                store.delete(self._chunk_key(old_epoch, n))
             self._marks = {id(b): self._marks[id(b)] for b in blocks}
-        self._chunks = chunks
+            self._whole_size, self._since = len(text), 0
+        else:
+            store.put(self._chunk_key(self._epoch, self._written), text)
+            self._since += len(text)
+        self._written += 1
+        self._link = _link(text)
         self._blocks = list(blocks)
 
     def _marks_of(self, b: _Block) -> list[Any]:
@@ -612,6 +668,11 @@ def _economy(plan: Any) -> bool:
     from .policies.economy import EconomyPlan
 
     return type(plan) is EconomyPlan
+
+
+def _link(text: str) -> str:
+    """What the chunk after the one written as ``text`` names it by."""
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
 
 def _json(text: str) -> Any:
