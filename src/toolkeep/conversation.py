@@ -136,11 +136,9 @@ class Conversation:
         """What the conversation carries from one request to the next (:mod:`toolkeep.engine`)."""
         self.tracker = Tracker()
         """Its markers, and whether the store holds their originals (:mod:`toolkeep.markers`)."""
-        # resume hook: kept in a store that outlives the session, the state is read back by a
-        # new process's first request of the conversation (toolkeep.resume)
-        if archive.outlives:
-            self.state.resume = Resume(lambda: archive.store, key, self.tracker)
-            archive.flushers.add(self.state.resume)
+        # resume hook: kept beside a store that outlives the session, the state is read back by
+        # a new process's first request of the conversation (toolkeep.resume)
+        self.state.resume = Resume.of(archive, key, self.tracker)
         self.marker_recheck_every = MARKER_RECHECK_EVERY
         """See :attr:`toolkeep.Session.marker_recheck_every`."""
         self._fixed = workspace

@@ -38,7 +38,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import fields, is_dataclass, replace
 from itertools import compress, count
 from operator import is_not
-from typing import Any, get_args
+from typing import TYPE_CHECKING, Any, get_args
 
 from .engine import _UNKNOWN, Restage, SessionState, StaleState, _Block, _Engine, restored_part
 from .exceptions import InvalidKeyError, StoreError
@@ -51,7 +51,10 @@ from .shortforms.commands import Kind
 from .steps import Pipeline, StepContext
 from .stores import ArchiveStore, validate_key
 
-__all__ = ["RECORDS_VERSION", "Resume"]
+if TYPE_CHECKING:
+    from .archive import Archive
+
+__all__ = ["RECORDS_VERSION", "Resume", "head_key"]
 
 _log = logging.getLogger("toolkeep")
 
@@ -100,6 +103,18 @@ def fingerprint_of(config: Any, pipeline: Pipeline, fmt: Format) -> str:
     steps = [_canon(s) for s in (*pipeline.steps, pipeline.bound)]
     text = json.dumps([RECORDS_VERSION, _version(), _canon(config), steps, fmt.name], sort_keys=True)
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _head_of(fp: str, conversation: str) -> str:
+    return archive_key(f"toolkeep-resume\0{fp}\0{conversation}")
+
+
+def head_key(history: Sequence[Any], config: Any, pipeline: Pipeline, fmt: Format) -> str:
+    """The key of the head of the state a session keeps for the conversation ``history`` begins,
+    prepared with ``config``, ``pipeline`` and ``fmt`` (in the store's state store)."""
+    from .conversation_key import conversation_key
+
+    return _head_of(fingerprint_of(config, pipeline, fmt), conversation_key(history[0] if history else None))
 
 
 class _Digest:
@@ -260,8 +275,24 @@ class Resume:
     docstring). ``store`` gives the conversation's store when it is needed; ``conversation`` is
     its key. :meth:`load` is tried on a session's first request, :meth:`save` after each."""
 
+    @classmethod
+    def of(cls, archive: Archive, conversation: str, tracker: Tracker | None = None) -> Resume | None:
+        """The conversation's kept state beside ``archive``'s store, if that outlives the
+        session and keeps state (:meth:`toolkeep.stores.StoreBase.state_store`); written before
+        the archive closes."""
+        if not archive.outlives or not callable(getattr(archive.store, "state_store", None)):
+            return None
+
+        def store() -> ArchiveStore | None:
+            found: ArchiveStore | None = getattr(archive.store, "state_store")()  # noqa: B009
+            return found
+
+        made = cls(store, conversation, tracker)
+        archive.flushers.add(made)
+        return made
+
     def __init__(
-        self, store: Callable[[], ArchiveStore], conversation: str, tracker: Tracker | None = None
+        self, store: Callable[[], ArchiveStore | None], conversation: str, tracker: Tracker | None = None
     ) -> None:
         self._store = store
         self.conversation = conversation
@@ -310,7 +341,7 @@ class Resume:
     def _fingerprint(self, ctx: StepContext, pipeline: Pipeline, fmt: Format) -> str:
         if not self._fp:
             self._fp = fingerprint_of(ctx.config, pipeline, fmt)
-            self._head = archive_key(f"toolkeep-resume\0{self._fp}\0{self.conversation}")
+            self._head = _head_of(self._fp, self.conversation)
         return self._fp
 
     def load(
@@ -344,14 +375,25 @@ class Resume:
         return n
 
     def _chunk_key(self, epoch: str, n: int) -> str:
-        return archive_key(f"toolkeep-resume\0{self._head}\0{epoch}\0{n}")
+        return self.chunk_key(self._head, epoch, n)
+
+    @staticmethod
+    def chunk_key(head: str, epoch: str, n: int) -> str:
+        """The key of chunk ``n`` of the state ``epoch`` that the head under ``head`` names."""
+        return archive_key(f"toolkeep-resume\0{head}\0{epoch}\0{n}")
+
+    def _state_store(self) -> ArchiveStore:
+        store = self._store()
+        if store is None:
+            raise StoreError("the store keeps no state")
+        return store
 
     def _read(self, fp: str) -> tuple[list[dict[str, Any]], str, int, str]:
         """The chunks to adopt: the whole state the head names and those after it, up to the
         first missing or not linked to the one before it (written by a replica that lost a race,
         or evicted): the state up to there is one the conversation had, and the engine folds the
         rest. Also the epoch, how many chunks were read and the digest of the last one."""
-        store = self._store()
+        store = self._state_store()
         text = store.get(self._head)
         if text is None:
             raise _Unfit("nothing stored")
@@ -431,6 +473,7 @@ class Resume:
                 for key in keys:
                     tracker.named[key] = tracker.named.get(key, 0) + 1
             tracker.ours.update(c.key for c in state.cuts if c.key)
+            tracker._ours = [key for key in tracker.named if key in tracker.ours]
         return n
 
     # -- writing ---------------------------------------------------------------------------------
@@ -512,7 +555,7 @@ class Resume:
                 self._reset_plan(plan, fresh)
             chunk["plan"] = self._plan_rec(plan, state, [blocks[j] for j in dirty], whole)
         text = json.dumps(chunk, separators=(",", ":"))
-        store = self._store()
+        store = self._state_store()
         if whole:
             old_epoch, old_written = self._epoch, self._written
             self._epoch, self._written = secrets.token_hex(8), 0
