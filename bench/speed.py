@@ -16,7 +16,9 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -175,6 +177,121 @@ def resumed(history: list[Any], config: toolkeep.Config, *, runs: int = 9) -> di
     return {kind: statistics.median(ratios) for kind, ratios in out_of.items()}
 
 
+_CHILD = """
+import gc, json, sys, time
+import toolkeep
+history = json.load(open(sys.argv[1], encoding="utf-8"))[: int(sys.argv[4])]
+config = toolkeep.Config(policy=sys.argv[3])
+gc.collect()
+t = time.perf_counter(); text = json.dumps(history); dumps = time.perf_counter() - t
+with toolkeep.Session(config, workspace=sys.argv[2]) as session:
+    gc.collect()
+    t = time.perf_counter(); out, _ = session.prepare(history, "anthropic"); prep = time.perf_counter() - t
+    resume = session.conversations.current.state.resume
+    adopted = resume.adopted if resume is not None else 0
+t = time.perf_counter(); json.dumps(history); dumps = min(dumps, time.perf_counter() - t)
+print(json.dumps({"prep": prep, "dumps": dumps, "adopted": adopted, "out": json.dumps(out)}))
+"""
+
+
+def in_new_process(path: Path, workspace: str, policy: str, end: int) -> dict[str, Any]:
+    """A new process's first ``prepare`` of the history's first ``end`` messages on ``workspace``
+    (its kept store, or an empty one): seconds, seconds of ``json.dumps`` of that history (the
+    faster of one before and one after), messages adopted from the store, and the output."""
+    done = subprocess.run(
+        [sys.executable, "-c", _CHILD, str(path), workspace, policy, str(end)],
+        capture_output=True, text=True, check=True, env=dict(os.environ),
+    )  # fmt: skip
+    out: dict[str, Any] = json.loads(done.stdout)
+    return out
+
+
+def resumed_in_new_processes(
+    path: Path, history: list[Any], policy: str, *, runs: int = 5, behind: int = 8
+) -> dict[str, Any]:
+    """A new process given the whole history, ``runs`` times each (medians of prepare /
+    json.dumps): on the store kept by a session that saw every request; on one kept by a session
+    that stopped ``behind`` requests earlier (a proxy killed between two writes, or a replica
+    taking over); on an empty store. Each output is checked against the incremental session's
+    (paths of saved files named alike)."""
+    config = toolkeep.Config(policy=policy)
+    out: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory() as root:
+        kept, late, empty_root = f"{root}/kept", f"{root}/late", f"{root}/empty"
+        os.mkdir(empty_root)
+        with toolkeep.Session(config, workspace=kept) as session:
+            for end in request_ends(history):
+                sent, _ = session.prepare(history[:end], "anthropic")
+            expected = json.dumps(sent).replace(kept, "WS")
+        with toolkeep.Session(config, workspace=late) as session:
+            for end in request_ends(history)[:-behind]:
+                session.prepare(history[:end], "anthropic")
+        for kind, workspace in (("kept", kept), ("behind", late), ("empty", None)):
+            ratios, same, adopted = [], True, []
+            for n in range(runs):
+                ws = workspace or f"{empty_root}/{n}"
+                if workspace == late:  # each run from the state `behind` requests back
+                    ws = f"{root}/late{n}"
+                    subprocess.run(["cp", "-a", late, ws], check=True)
+                got = in_new_process(path, ws, policy, len(history))
+                ratios.append(got["prep"] / got["dumps"])
+                same = same and got["out"].replace(ws, "WS") == expected
+                adopted.append(got["adopted"])
+            out[kind] = {"ratio": statistics.median(ratios), "same": same, "adopted": min(adopted)}
+    return out
+
+
+def writing_cost(history: list[Any], config: toolkeep.Config, passes: int = 2) -> tuple[float, float]:
+    """Median prepare seconds of the last 200 requests of one ``Session``: on a kept workspace (its
+    state written, :mod:`toolkeep.resume`) and on a private one (nothing kept); fastest pass."""
+    late = request_ends(history)[-200:]
+    best: dict[bool, float] = {}
+    for _ in range(passes):
+        for keep in (True, False):
+            with tempfile.TemporaryDirectory() as root:
+                times = []
+                with toolkeep.Session(config, workspace=root if keep else None) as session:
+                    for end in request_ends(history):
+                        t = time.perf_counter()
+                        session.prepare(history[:end], "anthropic")
+                        if end >= late[0]:
+                            times.append(time.perf_counter() - t)
+                best[keep] = min(best.get(keep, float("inf")), statistics.median(times))
+    return best[True], best[False]
+
+
+def resume_table(path: Path, history: list[Any], policies: list[str], runs: int) -> str:
+    rows = []
+    for policy in policies:
+        got = resumed_in_new_processes(path, history, policy, runs=runs)
+        cells = [
+            f"{got[k]['ratio']:.2f}x ({'same bytes' if got[k]['same'] else 'DIFFERENT BYTES'}, "
+            f"{got[k]['adopted']} adopted)"
+            for k in ("kept", "behind", "empty")
+        ]
+        rows.append(f"| `{policy}` | {' | '.join(cells)} |")
+        print(rows[-1], flush=True)
+    kept, private = writing_cost(history, toolkeep.Config())
+    return "\n".join(
+        [
+            "A new process given the whole trajectory (one `Session`, its first `prepare`; median of "
+            f"{runs} processes, each prepare over the faster of two `json.dumps` of the history in that process). "
+            "Store kept: the workspace of a session that saw every request. 8 behind: of one that stopped 8 "
+            "requests before the end (a proxy killed between two writes, a replica taking over). Empty: a new "
+            "workspace. Each output compared with the session that saw every request (saved files' paths "
+            "named alike); adopted: messages the new process took from the kept state (`toolkeep.resume`).",
+            "",
+            "| policy | store kept | store kept, 8 requests behind | store empty |",
+            "|---|---:|---:|---:|",
+            *rows,
+            "",
+            "What keeping the state adds to each request of a session (default policy, last 200 requests, "
+            f"median prepare): {kept * 1000:.3f} ms on a kept workspace (state written every 8 requests) vs "
+            f"{private * 1000:.3f} ms on a private one (nothing kept): +{(kept - private) * 1000:.3f} ms.",
+        ]
+    )
+
+
 def peak_memory(history: list[Any], config: toolkeep.Config) -> float:
     """Peak extra memory of a session replaying the history, as a ratio to the history's size."""
     size = len(json.dumps(history))
@@ -196,6 +313,12 @@ def main() -> None:
     parser.add_argument("--uncached-every", type=int, default=10, help="one-off run every N requests")
     parser.add_argument("--policy", action="append", help="policies to time (default: all)")
     parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="only the resumed runs: a new process given the whole history, store kept or empty",
+    )
+    parser.add_argument("--runs", type=int, default=5, help="new processes per resumed figure")
+    parser.add_argument(
         "--detail", default=toolkeep.Config().policy, help="the policy timed in detail (default: the default)"
     )
     args = parser.parse_args()
@@ -203,6 +326,12 @@ def main() -> None:
     path = largest_trajectory()
     history = json.loads(path.read_text(encoding="utf-8"))
     policies = args.policy or sorted(POLICIES)
+    if args.resume:
+        table = resume_table(path, history, policies, args.runs)
+        print(table)
+        if args.write:
+            write_section("Resumed in a new process", table)
+        return
     rows = []
     for policy in policies:
         timed_rows = replay(history, toolkeep.Config(policy=policy), args.every)

@@ -170,9 +170,12 @@ def kept(
     return out
 
 
-def the_head(history: list[Any], config: toolkeep.Config | None = None) -> str:
+def the_head(history: list[Any], config: toolkeep.Config | None = None, workspace: Path | None = None) -> str:
+    """The key of the head of the state a session keeps for ``history`` (by default on the
+    conversation's own workspace)."""
     config = config or toolkeep.Config()
-    return head_key(history, config, build_steps(config), toolkeep.get_format("anthropic"))
+    where = workspace or user_sessions_dir() / conversation_key(history[0])
+    return head_key(history, config, build_steps(config), toolkeep.get_format("anthropic"), str(where))
 
 
 def state_of(store: StoreBase) -> ArchiveStore:
@@ -368,7 +371,7 @@ def test_the_cli_keeps_its_state_between_runs(tmp_path: Path, monkeypatch: pytes
     key = conversation_key(history[0])
     monkeypatch.setenv("TOOLKEEP_CACHE_DIR", str(tmp_path / "cache"))
     store = state_of(FileStore(user_sessions_dir() / key / "archive"))
-    head = the_head(history)
+    head = the_head(history, workspace=user_sessions_dir() / key)
     epoch = json.loads(store.get(head) or "{}")["epoch"]
     assert store.get(Resume.chunk_key(head, epoch, 1)) is not None  # the second run's
     expected = incremental(toolkeep.Config(), "anthropic", history, [9, len(history)], tmp_path / "ref")
@@ -420,3 +423,31 @@ def test_the_proxy_after_a_restart_goes_on_from_the_kept_state(tmp_path: Path) -
     whole.state.resume = None  # (a table that keeps nothing: the reference)
     reference = [whole.prepare(history[:end], "anthropic").messages for end in range(1, len(history) + 1)]
     assert [json.dumps(s) for s in sent] == [json.dumps(r) for r in reference]
+
+
+def test_a_saved_file_that_is_gone_is_saved_again(tmp_path: Path) -> None:
+    """The kept state names a file the workspace no longer holds (removed, another machine's):
+    not taken; the full fold saves the file again and names it as before."""
+    history = history_of(4)
+    big = "".join(f"line {i} of a long log\n" for i in range(2_000))  # over the per-result budget
+    history.append({"role": "assistant", "content": [{"type": "tool_use", "id": "big", "name": "bash", "input": {"command": "make"}}]})  # fmt: skip
+    history.append(
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "big", "content": big}]}
+    )
+    expected = kept_in(tmp_path / "ws", history)
+    saved = [p for p in (tmp_path / "ws" / "tool-results").iterdir() if p.is_file()]
+    assert saved and all(str(p) in expected for p in saved)
+    for p in saved:
+        p.unlink()
+    with toolkeep.Session(workspace=tmp_path / "ws") as session:
+        sent, _ = session.prepare(history, "anthropic")
+        assert resume_of(session).failed == "a file the kept state names is gone"
+    assert json.dumps(sent) == expected
+    assert all(p.is_file() for p in saved)
+
+
+def kept_in(ws: Path, history: list[Any]) -> str:
+    with toolkeep.Session(workspace=ws) as session:
+        for end in request_ends(history):
+            sent, _ = session.prepare(history[:end], "anthropic")
+    return json.dumps(sent)

@@ -32,6 +32,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 import secrets
 from bisect import bisect_right
 from collections.abc import Callable, Mapping, Sequence
@@ -97,11 +98,13 @@ def _canon(value: Any, depth: int = 0) -> Any:
     return name
 
 
-def fingerprint_of(config: Any, pipeline: Pipeline, fmt: Format) -> str:
+def fingerprint_of(config: Any, pipeline: Pipeline, fmt: Format, workspace: str) -> str:
     """What a stored state must have been made with: the records' version, toolkeep's, the config,
-    the pipeline's steps and the format."""
+    the pipeline's steps, the format and the workspace (the paths of saved files name it)."""
     steps = [_canon(s) for s in (*pipeline.steps, pipeline.bound)]
-    text = json.dumps([RECORDS_VERSION, _version(), _canon(config), steps, fmt.name], sort_keys=True)
+    text = json.dumps(
+        [RECORDS_VERSION, _version(), _canon(config), steps, fmt.name, workspace], sort_keys=True
+    )
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
@@ -109,12 +112,14 @@ def _head_of(fp: str, conversation: str) -> str:
     return archive_key(f"toolkeep-resume\0{fp}\0{conversation}")
 
 
-def head_key(history: Sequence[Any], config: Any, pipeline: Pipeline, fmt: Format) -> str:
+def head_key(history: Sequence[Any], config: Any, pipeline: Pipeline, fmt: Format, workspace: str) -> str:
     """The key of the head of the state a session keeps for the conversation ``history`` begins,
-    prepared with ``config``, ``pipeline`` and ``fmt`` (in the store's state store)."""
+    prepared with ``config``, ``pipeline`` and ``fmt`` in ``workspace`` (in the store's state
+    store)."""
     from .conversation_key import conversation_key
 
-    return _head_of(fingerprint_of(config, pipeline, fmt), conversation_key(history[0] if history else None))
+    first = conversation_key(history[0] if history else None)
+    return _head_of(fingerprint_of(config, pipeline, fmt, workspace), first)
 
 
 class _Digest:
@@ -318,6 +323,7 @@ class Resume:
         self._since = 0
         self._whole_size = 0
         self._first = True
+        self._first_write = False
         self._unwritten = 0
         self._pending: tuple[SessionState, Sequence[Any]] | None = None
         self._digest: _Digest | None = None
@@ -340,7 +346,8 @@ class Resume:
 
     def _fingerprint(self, ctx: StepContext, pipeline: Pipeline, fmt: Format) -> str:
         if not self._fp:
-            self._fp = fingerprint_of(ctx.config, pipeline, fmt)
+            where = str(ctx.workspace.path) if ctx.workspace is not None else ""
+            self._fp = fingerprint_of(ctx.config, pipeline, fmt, where)
             self._head = _head_of(self._fp, self.conversation)
         return self._fp
 
@@ -463,6 +470,7 @@ class Resume:
             known.update(expired)
         self._digest = got
         self._remember(state, image.calls)
+        self._marks = {id(b): (b, raw) for (b, _), raw in zip(image.marks, image.raw_marks, strict=True)}
         tracker = self.tracker
         if tracker is not None and not tracker.out:
             # the markers of what is adopted: the store must hold those of its cuts (checked
@@ -507,7 +515,7 @@ class Resume:
         if pending is None:
             return
         state, messages = pending
-        self._first = False
+        self._first_write, self._first = self._first, False
         self._unwritten = 0
         if state.first_failed < len(state.blocks) or len(messages) != self._digest_n():
             return  # (a block to run again: the next request writes)
@@ -528,9 +536,11 @@ class Resume:
         assert digest is not None
         plan = state.plan
         fresh = plan is not None and (plan is not self._plan or plan.fold is not self._fold)
-        whole = (
-            fresh or not self._epoch or self._written >= self.whole_after or self._since > self._whole_size
+        # (not on a session's first write after it adopted a state: that request stays cheap)
+        due = not (self._first_write and self.adopted) and (
+            self._written >= self.whole_after or self._since > self._whole_size
         )
+        whole = fresh or not self._epoch or due
         blocks = state.blocks
         if whole:
             dirty = list(range(len(blocks)))
@@ -748,14 +758,17 @@ def _block_rec(b: _Block, messages: Sequence[Any], marks: list[Any]) -> list[Any
 
 
 def _marks_of(b: _Block) -> list[Any]:
-    """The keys of the markers each of the block's messages names: ``[index, [keys]]`` for those
-    that name any."""
+    """What the block's output names: the keys of the markers of each of its messages
+    (``[index, [keys]]`` for those that name any), and the saved files of its results."""
     out = []
     for n, m in enumerate(b.messages):
         keys = marker_keys(m)
         if keys:
             out.append([n, sorted(keys)])
-    return out
+    files = {
+        p.saved_path for m in b.neutral for p in m.parts if isinstance(p, ToolResultPart) and p.saved_path
+    }
+    return [out, sorted(files)]
 
 
 class _Image:
@@ -772,6 +785,8 @@ class _Image:
         self.calls: dict[str, list[int]] = {}
         self.names: dict[str, list[int]] = {}
         self.marks: list[tuple[_Block, list[tuple[str, ...]]]] = []
+        self.raw_marks: list[Any] = []
+        """Per block installed, its record of what its output names (for the writer)."""
         """Per block installed: the keys each of its messages names."""
 
     def apply(self, chunk: dict[str, Any]) -> None:
@@ -837,6 +852,7 @@ class _Image:
         its plan ``plan`` (a new one, filled here); ``state`` is left alone if the image is bad."""
         name = self.fmt
         blocks: list[_Block] = []
+        files: list[str] = []
         flat_len = 0
         try:
             for rec in self.blocks:
@@ -854,11 +870,17 @@ class _Image:
                     flat_len += int(staged)
                 blocks.append(b)
                 per: list[tuple[str, ...]] = [()] * len(msgs)
-                for n_, keys in marks:
+                for n_, keys in marks[0]:
                     per[n_] = tuple(validate_key(k) for k in keys)
                 self.marks.append((b, per))
+                self.raw_marks.append(marks)
+                files.extend(str(f) for f in marks[1])
         except (TypeError, ValueError, IndexError, KeyError, InvalidKeyError) as exc:
             raise _Unfit(f"malformed block: {exc}") from exc
+        # the files the adopted output names must be there (a workspace removed at close, another
+        # machine's): else the full fold saves them again
+        if not all(os.path.isfile(f) for f in files):
+            raise _Unfit("a file the kept state names is gone")
         if plan is not None:
             self._install_plan(plan, state, flat_len)
         state.plan = plan
