@@ -223,16 +223,14 @@ def resumed_in_new_processes(
             for end in request_ends(history):
                 sent, _ = session.prepare(history[:end], "anthropic")
             expected = json.dumps(sent).replace(kept, "WS")
-        with toolkeep.Session(config, workspace=late) as session:
-            for end in request_ends(history)[:-behind]:
-                session.prepare(history[:end], "anthropic")
+        for n in range(runs):  # each run from a state `behind` requests back (a run writes)
+            with toolkeep.Session(config, workspace=f"{late}{n}") as session:
+                for end in request_ends(history)[:-behind]:
+                    session.prepare(history[:end], "anthropic")
         for kind, workspace in (("kept", kept), ("behind", late), ("empty", None)):
             ratios, same, adopted = [], True, []
             for n in range(runs):
-                ws = workspace or f"{empty_root}/{n}"
-                if workspace == late:  # each run from the state `behind` requests back
-                    ws = f"{root}/late{n}"
-                    subprocess.run(["cp", "-a", late, ws], check=True)
+                ws = f"{late}{n}" if workspace == late else workspace or f"{empty_root}/{n}"
                 got = in_new_process(path, ws, policy, len(history))
                 ratios.append(got["prep"] / got["dumps"])
                 same = same and got["out"].replace(ws, "WS") == expected

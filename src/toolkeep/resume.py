@@ -68,12 +68,9 @@ class _Unfit(Exception):
 
 
 def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
+    from . import __version__  # (toolkeep is imported whole by then)
 
-    try:
-        return version("toolkeep")
-    except PackageNotFoundError:  # pragma: no cover - a source tree without metadata
-        return "0.0.0"
+    return __version__
 
 
 def _canon(value: Any, depth: int = 0) -> Any:
@@ -250,21 +247,12 @@ def _report_rec(r: Report) -> list[Any]:
 
 
 def _report_of(rec: list[Any], fmt: str) -> Report:
-    r = Report(format=fmt)
-    (
-        r.total,
-        r.capped,
-        r.persisted,
-        r.truncated,
-        r.summarized,
-        r.preserved,
-        r.chars_before,
-        r.chars_after,
-    ) = (int(v) for v in rec[:8])
-    # (the report's details are not sent: their fields are taken as they were written)
-    r.repairs = [Repair(*x) for x in rec[8]]
-    r.cuts = [Cut(*x) for x in rec[9]]
-    return r
+    # (the report's details are not sent: its fields are taken as they were written)
+    total, capped, persisted, truncated, summarized, preserved, before, after, repairs, cuts = rec
+    return Report(
+        fmt, "", "", [Repair(*x) for x in repairs], total, capped, persisted, truncated, summarized, preserved,
+        before, after, [], [Cut(*x) for x in cuts],
+    )  # fmt: skip
 
 
 def _key_rec(key: Any) -> Any:
@@ -524,8 +512,8 @@ class Resume:
         except (StoreError, OSError) as exc:
             _log.debug("toolkeep: conversation state not kept: %s", exc)
             self._epoch = ""
-        except (TypeError, ValueError) as exc:
-            _log.debug("toolkeep: conversation state not kept: %s", exc)
+        except Exception as exc:  # (not JSON, or a bug: the conversation goes on, unkept)
+            _log.warning("toolkeep: conversation state not kept: %s: %s", type(exc).__name__, exc)
             self.failed = "stopped"
 
     def _digest_n(self) -> int:
@@ -859,9 +847,11 @@ class _Image:
                 start, end, calls, age, age_key, out, ids, seen, report, render_key, staged, marks = rec
                 msgs = [messages[_index(m, n)] if isinstance(m, int) else m["m"] for m in out]
                 r = _report_of(report, name)
+                if not (type(start) is type(end) is type(calls) is type(age) is int):
+                    raise TypeError("a block's place is not whole numbers")
                 b = _Block(
-                    int(start), int(end), int(calls), _key_of(age_key), msgs, tuple(str(i) for i in ids),
-                    frozenset(str(i) for i in seen), r, None, r, _key_of(render_key), age=int(age),
+                    start, end, calls, _key_of(age_key), msgs, tuple(ids), frozenset(seen), r, None, r,
+                    _key_of(render_key), age=age,
                 )  # fmt: skip
                 if staged is not None:
                     b.staged = [None] * int(staged)  # type: ignore[list-item]
@@ -933,6 +923,7 @@ class _Image:
                     call,
                 ) = rec
                 message, part = int(message), int(part)
+                key = None if key is None else validate_key(key)
                 if not 0 <= message < flat_len:
                     raise _Unfit("an item lies outside the history")
                 item = Item(
@@ -960,5 +951,5 @@ class _Image:
             plan.side_messages = {int(m) for m in p["side"]}
             if plan.item_messages != sorted(plan.item_messages):
                 raise _Unfit("the items are out of order")
-        except (TypeError, ValueError, IndexError, KeyError) as exc:
+        except (TypeError, ValueError, IndexError, KeyError, InvalidKeyError) as exc:
             raise _Unfit(f"malformed plan: {exc}") from exc
