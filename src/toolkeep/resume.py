@@ -359,7 +359,6 @@ class Resume:
             n = self._adopt(state, fmt, messages, chunks, ctx, plan)
         except _Unfit as exc:
             self.failed = str(exc)
-            _log.debug("toolkeep: no stored state taken for conversation %s: %s", self.conversation, exc)
             return same
         except StoreError as exc:
             self.failed = f"the store failed: {exc}"
@@ -449,8 +448,8 @@ class Resume:
             raise _Unfit("it was decided knowing of other expired requests")
         try:
             got = _Digest.of(messages, n)
-        except (TypeError, ValueError) as exc:
-            raise _Unfit(f"the history is not JSON: {exc}") from exc
+        except (TypeError, ValueError, RecursionError) as exc:
+            raise _Unfit(f"the history is not JSON: {type(exc).__name__}") from exc
         if got.hexdigest() != digest:
             raise _Unfit("the history differs from what it covers")
         image.install(state, fmt, messages, n, ctx, plan)  # (state is changed only if it fits)
@@ -487,7 +486,7 @@ class Resume:
             if digest is None or digest.n > same:
                 digest = self._digest = _Digest()
             digest.add(messages, len(messages))
-        except (TypeError, ValueError) as exc:  # not JSON (SDK objects): nothing is kept
+        except (TypeError, ValueError, RecursionError) as exc:  # not JSON (SDK objects): nothing is kept
             _log.debug("toolkeep: conversation state not kept: %s", exc)
             self.failed = "stopped"
             return
@@ -706,7 +705,7 @@ def _index(m: int, n: int) -> int:
 
 
 def _economy(plan: Any) -> bool:
-    from .policies.economy import EconomyPlan
+    from .policies import EconomyPlan  # (the one plan whose decisions are kept)
 
     return type(plan) is EconomyPlan
 
@@ -883,7 +882,7 @@ class _Image:
         _Engine(state)._commit(blocks, 0, Report(format=name))
 
     def _install_plan(self, plan: Any, state: SessionState, flat_len: int) -> None:
-        from .policies.accounting import Item
+        from .policies import Item
 
         p = self.plan
         assert p is not None
