@@ -29,6 +29,7 @@ through the originals a marker recalls; the digests guard against staleness, not
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import json
 import logging
@@ -350,6 +351,8 @@ class Resume:
             return same
         self.tried = True
         self.adopted = 0
+        collecting = gc.isenabled()
+        gc.disable()  # (thousands of small objects made at once: no collection walks the heap meanwhile)
         try:
             fp = self._fingerprint(ctx, pipeline, fmt)
             plan = new_plan() if new_plan is not None else None
@@ -363,6 +366,9 @@ class Resume:
         except StoreError as exc:
             self.failed = f"the store failed: {exc}"
             return same
+        finally:
+            if collecting:
+                gc.enable()
         self.failed = None
         self._epoch, self._written, self._link = epoch, written, link
         self.adopted = n
@@ -456,7 +462,7 @@ class Resume:
         if not known:
             known.update(expired)
         self._digest = got
-        self._remember(state, image.calls)
+        self._remember(state, image.calls, image.items)
         self._marks = {id(b): (b, raw) for (b, _), raw in zip(image.marks, image.raw_marks, strict=True)}
         tracker = self.tracker
         if tracker is not None and not tracker.out:
@@ -577,15 +583,18 @@ class Resume:
             held = self._marks[id(b)] = (b, _marks_of(b))
         return held[1]
 
-    def _remember(self, state: SessionState, calls: dict[str, list[int]]) -> None:
-        """Take what was just adopted as what the store holds."""
+    def _remember(
+        self, state: SessionState, calls: dict[str, list[int]], items: list[Any] | None = None
+    ) -> None:
+        """Take what was just adopted as what the store holds (``items``: the records of the
+        plan's items as read)."""
         self._blocks = list(state.blocks)
         plan: Any = state.plan
         if plan is not None:
             self._reset_plan(plan, True)
             self._calls = dict(calls)
             fold = plan.fold
-            self._items = [_item_rec(item) for item in fold.items]
+            self._items = list(items) if items is not None else [_item_rec(item) for item in fold.items]
             self._index = {id(item): n for n, item in enumerate(fold.items)}
             self._active = [self._index[id(item)] for item in fold.active]
             self._reads = dict(fold.reads)
