@@ -645,6 +645,8 @@ class _Engine:
             b.flat_start = len(flat)
             flat.extend(b.staged or ())
         deciding = replace(ctx, report=Report(format=fmt.name), place=Place(0, 0, set()))
+        if state.restage is not None and state.resume is not None:
+            state.resume.ready(state, start)  # adopted blocks the plan is about to read: staged
         touched = plan.update(flat, start, deciding)
         unsaved += deciding.report.save_errors
         if touched is None:

@@ -42,7 +42,17 @@ from itertools import compress, count
 from operator import is_not
 from typing import TYPE_CHECKING, Any, get_args
 
-from .engine import _UNKNOWN, Restage, SessionState, StaleState, _Block, _Engine, restored_part
+from .engine import (
+    _UNKNOWN,
+    Restage,
+    SessionState,
+    StaleState,
+    _Block,
+    _Engine,
+    _flat_start,
+    _materialize,
+    restored_part,
+)
 from .exceptions import InvalidKeyError, StoreError
 from .formats import Format
 from .markers import Tracker, marker_keys
@@ -476,6 +486,24 @@ class Resume:
             tracker.ours.update(c.key for c in state.cuts if c.key)
             tracker._ours = [key for key in tracker.named if key in tracker.ours]
         return n
+
+    def ready(self, state: SessionState, changed: int) -> None:
+        """Stage the adopted blocks whose staged messages the plan's update will read, given that
+        ``flat[:changed]`` is unchanged: those from where its fold goes on, the last message it
+        registered (all of them when it starts again)."""
+        plan: Any = state.plan
+        if plan is None or not _economy(plan):
+            return
+        fold = plan.fold  # (it reads from the last message it registered, and sizes from there)
+        start = (
+            0
+            if changed < fold.registered
+            else min(changed, plan.scanned, fold.registered, len(fold.message_chars))
+        )
+        blocks = state.blocks
+        for j in range(max(0, bisect_right(blocks, start, key=_flat_start) - 1), len(blocks)):
+            if blocks[j].lazy:
+                _materialize(state, j)
 
     # -- writing ---------------------------------------------------------------------------------
 
