@@ -101,27 +101,32 @@ class TestSameBytes:
     def test_a_resumed_session_sends_what_the_one_that_saw_every_request_sends(
         self, policy: str, case: tuple[str, list[Any]], data: st.DataObject, tmp_path_factory: Any
     ) -> None:
-        """A session prepares the first requests and closes; a new one on the same workspace
-        prepares the rest: every output and report is the one of a session that saw them all,
-        and the new one adopted the kept state (in a format whose messages load one by one)."""
+        """Sessions made again at random requests (each closing, the next one on the same
+        workspace): every output and report is the one of a session that saw every request, and
+        each new session adopted the kept state (in a format whose messages load one by one, a
+        history of plain JSON)."""
         fmt, history = case
         ends = request_ends(history)
-        stop = data.draw(st.integers(1, len(ends)), label="requests before the restart")
+        restarts = data.draw(
+            st.lists(st.booleans(), min_size=len(ends), max_size=len(ends)), label="restarts"
+        )
         config = toolkeep.Config(policy=policy)
         ref_ws, ws = tmp_path_factory.mktemp("ws"), tmp_path_factory.mktemp("ws")
         expected = incremental(config, fmt, history, ends, ref_ws)
-        with toolkeep.Session(config, workspace=ws) as first:
-            for end in ends[:stop]:
-                first.prepare(history[:end], format=fmt)
-        with toolkeep.Session(config, workspace=ws) as second:
-            for n, end in enumerate(ends[stop - 1 :], start=stop - 1):
-                sent, report = second.prepare(history[:end], format=fmt)
+        adoptable = toolkeep.get_format(fmt).rules.per_message and not has_objects(history)
+        session = toolkeep.Session(config, workspace=ws)
+        try:
+            for n, end in enumerate(ends):
+                if restarts[n] and n:
+                    session.close()
+                    session = toolkeep.Session(config, workspace=ws)
+                sent, report = session.prepare(history[:end], format=fmt)
                 assert same_paths(dumped(sent), ws) == same_paths(expected[n][0], ref_ws)
                 assert report.to_dict() == expected[n][1]
-                # adopted where the engine goes block by block (messages loaded one by one) on a
-                # history of plain JSON (SDK objects have no digest: folded whole)
-                if n == stop - 1 and toolkeep.get_format(fmt).rules.per_message and not has_objects(history):
-                    assert resume_of(second).adopted == ends[stop - 1], resume_of(second).failed
+                if restarts[n] and n and adoptable:
+                    assert resume_of(session).adopted == ends[n - 1], resume_of(session).failed
+        finally:
+            session.close()
 
     @pytest.mark.parametrize("policy", sorted(POLICIES))
     def test_a_real_trajectory_restarted_every_few_requests(self, policy: str, tmp_path: Path) -> None:

@@ -184,28 +184,22 @@ def _load_part(self: Any, base: type) -> None:
         setattr(self, f.name, getattr(real, f.name))
 
 
-class _LazyResult(ToolResultPart):
-    """A result of an adopted block: becomes the staged part on its first read."""
+def _lazy_class(base: type) -> Any:
+    """A subclass of ``base`` whose instance, made without its fields, becomes on the first read
+    of any attribute the ``base`` part it stands for (:func:`_load_part`): a part of an adopted
+    block, staged again only if read."""
 
-    __slots__ = ()
-
-    def __getattribute__(self, name: str) -> Any:
-        if name == "__class__":
+    def __getattribute__(self: Any, name: str) -> Any:
+        if name == "__class__":  # (isinstance asks: not a read of the part)
             return object.__getattribute__(self, name)
-        _load_part(self, ToolResultPart)
+        _load_part(self, base)
         return getattr(self, name)
 
+    return type(f"_Lazy{base.__name__}", (base,), {"__slots__": (), "__getattribute__": __getattribute__})
 
-class _LazyCall(ToolCallPart):
-    """A call of an adopted block: becomes the staged part on its first read."""
 
-    __slots__ = ()
-
-    def __getattribute__(self, name: str) -> Any:
-        if name == "__class__":
-            return object.__getattribute__(self, name)
-        _load_part(self, ToolCallPart)
-        return getattr(self, name)
+_LazyResult = _lazy_class(ToolResultPart)
+_LazyCall = _lazy_class(ToolCallPart)
 
 
 def _lazy_result(state: SessionState, message: int, part: int, key: str | None) -> Any:
@@ -675,6 +669,11 @@ class Resume:
             hi = min(len(chars), lo + len(b.staged or ()))
             if lo < hi and lo < self._chars:
                 ranges.append([lo, chars[lo:hi]])
+        # and those of items that moved since (a move decided on the side of a request, whose
+        # rendering did not change when the next request made it)
+        for _, rec in changed:
+            if rec[0] < min(len(chars), self._chars):
+                ranges.append([rec[0], chars[rec[0] : rec[0] + 1]])
         if len(chars) > self._chars or whole:
             start = 0 if whole else self._chars
             ranges.append([start, chars[start:]])
