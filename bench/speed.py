@@ -214,11 +214,13 @@ def resumed_in_new_processes(
     that stopped ``behind`` requests earlier (a proxy killed between two writes, or a replica
     taking over); on an empty store. Each output is checked against the incremental session's
     (paths of saved files named alike)."""
+    if not 1 <= runs <= 10:
+        raise SystemExit("--runs: 1 to 10 (workspaces named alike in length)")
     config = toolkeep.Config(policy=policy)
     out: dict[str, Any] = {}
     with tempfile.TemporaryDirectory() as root:
-        kept, late, empty_root = f"{root}/kept", f"{root}/late", f"{root}/empty"
-        os.mkdir(empty_root)
+        # workspaces named alike in length: what a policy writes may fit a path into a length
+        kept, late, empty = f"{root}/k0", f"{root}/l", f"{root}/e"
         with toolkeep.Session(config, workspace=kept) as session:
             for end in request_ends(history):
                 sent, _ = session.prepare(history[:end], "anthropic")
@@ -230,7 +232,7 @@ def resumed_in_new_processes(
         for kind, workspace in (("kept", kept), ("behind", late), ("empty", None)):
             ratios, same, adopted = [], True, []
             for n in range(runs):
-                ws = f"{late}{n}" if workspace == late else workspace or f"{empty_root}/{n}"
+                ws = f"{late}{n}" if workspace == late else workspace or f"{empty}{n}"
                 got = in_new_process(path, ws, policy, len(history))
                 ratios.append(got["prep"] / got["dumps"])
                 same = same and got["out"].replace(ws, "WS") == expected
