@@ -248,9 +248,12 @@ def restored_part(state: SessionState, message: int, part: int) -> Any:
     """Part ``part`` of message ``message`` of the staged history (:attr:`SessionState.flat`),
     staging its block first if it was adopted from a stored state."""
     flat = state.flat
-    if flat[message] is None:
-        _materialize(state, bisect_right(state.blocks, message, key=_flat_start) - 1)
-    return flat[message].parts[part]
+    try:
+        if flat[message] is None:
+            _materialize(state, bisect_right(state.blocks, message, key=_flat_start) - 1)
+        return flat[message].parts[part]
+    except (IndexError, AttributeError) as exc:
+        raise StaleState("an adopted item names no part of the history") from exc
 
 
 def _materialize(state: SessionState, j: int) -> None:
