@@ -24,6 +24,7 @@ from toolkeep.policies import build_steps
 from toolkeep.pricing import CacheTimes
 from toolkeep.proxy.conversations import Conversations as ProxyConversations
 from toolkeep.resume import Resume, head_key
+from toolkeep.shorten import archive_key
 from toolkeep.stores import ArchiveStore, MemoryStore, StoreBase
 from toolkeep.stores.file import FileStore
 from toolkeep.stores.redis import RedisStore
@@ -456,3 +457,28 @@ def kept_in(ws: Path, history: list[Any]) -> str:
         for end in request_ends(history):
             sent, _ = session.prepare(history[:end], "anthropic")
     return json.dumps(sent)
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "file"])
+def test_every_store_keeps_state_beside_its_originals(kind: str, tmp_path: Path) -> None:
+    """A store named by URL keeps the state in a namespace of its own: a new session adopts it,
+    and the store counts only originals."""
+    url = f"sqlite:///{tmp_path}/a.db" if kind == "sqlite" else f"file://{tmp_path}/archive"
+    history = history_of()
+    with toolkeep.Session(store=url) as session:
+        for end in request_ends(history):
+            expected, _ = session.prepare(history[:end], "anthropic")
+    with toolkeep.Session(store=url) as session:
+        sent, _ = session.prepare(history, "anthropic")
+        assert resume_of(session).adopted == len(history)
+    assert json.dumps(sent) == json.dumps(expected)
+    head = the_head(history)
+    with toolkeep.stores.open_store(url) as store:
+        assert isinstance(store, StoreBase)
+        assert store.get(head) is None  # not among the originals...
+        assert state_of(store).get(head) is not None  # ...but beside them
+        named = toolkeep.markers.marker_keys(sent)
+        assert named and all(archive_key(store.get(key) or "") == key for key in named)
+    if kind == "file":  # every file of the archive is an original under its own key
+        files = [p for p in (tmp_path / "archive").iterdir() if p.suffix == ".txt"]
+        assert files and all(archive_key(p.read_text(encoding="utf-8")) == p.stem for p in files)
