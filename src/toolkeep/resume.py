@@ -306,8 +306,9 @@ class Resume:
         """Requests between two writes (the first request of a session writes, and so does
         :meth:`flush` when the conversation closes): a new process that finds the last few
         requests unwritten folds them, at the cost of those requests alone."""
-        self.whole_after = 64
-        """Chunks after which the next write is a whole state (a reader reads them all)."""
+        self.whole_after = 32
+        """Chunks after which the next write is a whole state: a reader reads them all, one
+        round trip each (a Redis store's), so they stay few."""
         self._fp = ""
         self._head = ""
         self._epoch = ""
