@@ -482,3 +482,16 @@ def test_every_store_keeps_state_beside_its_originals(kind: str, tmp_path: Path)
     if kind == "file":  # every file of the archive is an original under its own key
         files = [p for p in (tmp_path / "archive").iterdir() if p.suffix == ".txt"]
         assert files and all(archive_key(p.read_text(encoding="utf-8")) == p.stem for p in files)
+
+
+def test_processes_of_one_request_each_keep_the_chunks_few(tmp_path: Path) -> None:
+    """A process per request (as ``toolkeep prepare`` runs) writes a chunk each; past twice
+    ``whole_after`` of them, one writes a whole state, so what a reader reads stays bounded."""
+    history = history_of(40)
+    store = MemoryStore()
+    for end in range(1, len(history) + 1):
+        with toolkeep.Session(store=store) as session:
+            session.prepare(history[:end], "anthropic")
+            resume = resume_of(session)
+            assert resume.adopted == (end - 1 if end > 1 else 0)
+            assert resume._written <= 2 * resume.whole_after + 1

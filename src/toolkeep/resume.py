@@ -552,10 +552,13 @@ class Resume:
         assert digest is not None
         plan = state.plan
         fresh = plan is not None and (plan is not self._plan or plan.fold is not self._fold)
-        # (not on a session's first write after it adopted a state: that request stays cheap)
-        due = not (self._first_write and self.adopted) and (
-            self._written >= self.whole_after or self._since > self._whole_size
-        )
+        # not on a session's first write after it adopted a state (that request stays cheap),
+        # unless the chunks are twice as many: a run of processes that each prepare one request
+        # (toolkeep prepare) would make them ever more
+        if self._first_write and self.adopted:
+            due = self._written >= 2 * self.whole_after
+        else:
+            due = self._written >= self.whole_after or self._since > self._whole_size
         whole = fresh or not self._epoch or due
         blocks = state.blocks
         if whole:
