@@ -324,7 +324,7 @@ class StoreBase(Closing):
         """Where the conversations of a session over this store keep their state (see
         :mod:`toolkeep.resume`): a namespace of its own beside the originals, not counted among
         them nor under their caps, whose entries expire :data:`STATE_TTL` seconds after their last
-        use (or after the store's own TTL, if shorter); made on first use. ``None``: the store
+        use (or after the store's own TTL, if shorter; a directory's go with it); made on first use. ``None``: the store
         keeps no state (a session over it folds each history anew)."""
         with self._pin_lock:
             if self._state is None:

@@ -83,10 +83,10 @@ class FileStore(StoreBase):
         self._lock = threading.Lock()
 
     def _new_state_store(self, limits: Limits) -> ArchiveStore:
-        """A directory beside this one (``archive`` -> ``archive-state``)."""
-        return FileStore(
-            self.directory.with_name(f"{self.directory.name}-state"), limits=limits, clock=self.clock
-        )
+        """A directory beside this one (``archive`` -> ``archive-state``), without a TTL: its
+        writer deletes what a whole state stands for, and a TTL would scan the directory at
+        every write (the directory goes with its workspace)."""
+        return FileStore(self.directory.with_name(f"{self.directory.name}-state"), clock=self.clock)
 
     def put(self, key: str, text: str) -> None:
         """Store ``text`` under ``key`` once; evict the least recently used files over the caps."""
