@@ -3,25 +3,33 @@
 A :class:`~toolkeep.Session` prepares each request of a conversation from what it did for the one
 before (:mod:`toolkeep.engine`): a new process given the whole history (``toolkeep prepare``, the
 proxy after a restart, a new replica) would fold every request again, tens of times the cost of
-``json.dumps`` of the history under the cache-aware policy. So each request appends to the
-conversation's store what changed in the engine's state: the blocks rendered again and their
-output, the plan's decisions, and a digest of the history it covers. A new session reads them back
-on its first request, checks the digest against the history it is given (one ``json.dumps`` of the
-covered prefix), adopts the state and prepares only what is new: the same bytes as the session
-that saw every request.
+``json.dumps`` of the history under the cache-aware policy. So a session appends to the
+conversation's kept state (beside its store: :meth:`toolkeep.stores.StoreBase.state_store`) what
+changed in the engine's state: the blocks made again and their output, the plan's decisions, the
+markers and saved files the output names, and a digest of the history it covers; on the
+conversation's first request, every :attr:`Resume.write_every` requests after, and when the
+session closes. A new session reads it back on its first request, checks the digest against the
+history it is given (one ``json.dumps`` of the covered prefix), adopts the state and prepares only
+what is new: the same bytes as the session that saw every request.
 
-The records are JSON (never pickles), under archive keys, written once each as every store entry
-is: per conversation, a *head* (rewritten: deleted and put again) names the chunks to read, the
-first of them a whole state and the others what each request changed. When the chunks since the
-last whole state pass a share of the conversation, the next request writes a whole state again.
+The records are JSON (never pickles), under archive keys, each written once: per conversation, a
+*head* (rewritten, deleted and put again, only with a whole state) names an epoch; chunk 0 of the
+epoch is a whole state, each chunk after it what changed since the one before, which it names by
+digest. A reader takes the chunks up to the first missing or not linked (a replica that lost a
+race, an eviction): a state the conversation had, from which the engine folds the rest. After
+:attr:`Resume.whole_after` chunks, or when they outweigh the whole state, the next write is a
+whole state in a new epoch, and the old one is deleted.
 
 A record is taken only if it names this version of the records, this toolkeep, the config, the
-pipeline and the format (the fingerprint in the head's key and in every chunk), covers a prefix of
-the history with the same digest, and agrees with what the session knows of expired requests.
-Anything else (missing, evicted, corrupt, stale, from another config) and the request is prepared
-by the full fold, as a new session always was: never other bytes. A block adopted is staged
-again in this process only when a later request needs its staged form (a result of it changes
-tier, or the plan reads a call or result of it).
+pipeline, the format and the workspace (the fingerprint in the head's key and in every chunk),
+covers a prefix of the history with the same digest, agrees with what the session knows of
+expired requests, and the saved files its output names are there. Anything else (missing,
+evicted, corrupt, stale, from another config) and the request is prepared by the full fold, as a
+new session always was: never other bytes. Originals its markers name that the store lost are
+archived again (the conversation's markers are told what the adopted output names). A block
+adopted is staged again in this process only when a later request needs its staged form (a result
+of it changes tier, or the plan reads a call or result of it): the plan's items stand for their
+parts until read (:func:`_lazy_class`).
 
 Trust: whoever can write the store can make a session send what they wrote, as they can already
 through the originals a marker recalls; the digests guard against staleness, not forgery.
