@@ -495,3 +495,45 @@ def test_processes_of_one_request_each_keep_the_chunks_few(tmp_path: Path) -> No
             resume = resume_of(session)
             assert resume.adopted == (end - 1 if end > 1 else 0)
             assert resume._written <= 2 * resume.whole_after + 1
+
+
+def test_a_store_without_a_state_store_keeps_nothing(tmp_path: Path) -> None:
+    """A store of the caller's own that keeps no state (no ``state_store``): nothing is kept
+    nor looked for, and the session prepares as before."""
+
+    class Plain:  # an ArchiveStore of its own: originals only
+        def __init__(self) -> None:
+            self.inner = MemoryStore()
+
+        def put(self, key: str, text: str) -> None:
+            self.inner.put(key, text)
+
+        def get(self, key: str) -> str | None:
+            return self.inner.get(key)
+
+        def delete(self, key: str) -> bool:
+            return self.inner.delete(key)
+
+        def stats(self) -> Any:
+            return self.inner.stats()
+
+        def gc(self) -> Any:
+            return self.inner.gc()
+
+        def close(self) -> None:
+            self.inner.close()
+
+        def __enter__(self) -> Plain:
+            return self
+
+        def __exit__(self, *exc: object) -> None:
+            self.close()
+
+    history = history_of()
+    store = Plain()
+    expected = kept(MemoryStore(), history, len(history))
+    with toolkeep.Session(store=store) as session:
+        for end in request_ends(history):
+            sent, _ = session.prepare(history[:end], "anthropic")
+        assert session.conversations.current.state.resume is None
+    assert json.dumps(sent) == expected[-1]

@@ -286,7 +286,8 @@ class Resume:
         """The conversation's kept state beside ``archive``'s store, if that outlives the
         session and keeps state (:meth:`toolkeep.stores.StoreBase.state_store`); written before
         the archive closes."""
-        if not archive.outlives or not callable(getattr(archive.store, "state_store", None)):
+        kept = getattr(archive.store, "state_store", None)
+        if not archive.outlives or not callable(kept) or kept() is None:
             return None
 
         def store() -> ArchiveStore | None:
@@ -558,6 +559,7 @@ class Resume:
     def _write(self, state: SessionState, messages: Sequence[Any]) -> None:
         digest = self._digest
         assert digest is not None
+        store = self._state_store()
         plan = state.plan
         fresh = plan is not None and (plan is not self._plan or plan.fold is not self._fold)
         # not on a session's first write after it adopted a state (that request stays cheap),
@@ -592,7 +594,6 @@ class Resume:
                 self._reset_plan(plan, fresh)
             chunk["plan"] = self._plan_rec(plan, state, [blocks[j] for j in dirty], whole)
         text = json.dumps(chunk, separators=(",", ":"))
-        store = self._state_store()
         if whole:
             old_epoch, old_written = self._epoch, self._written
             self._epoch, self._written = secrets.token_hex(8), 0
