@@ -16,7 +16,9 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -175,6 +177,134 @@ def resumed(history: list[Any], config: toolkeep.Config, *, runs: int = 9) -> di
     return {kind: statistics.median(ratios) for kind, ratios in out_of.items()}
 
 
+_CHILD = """
+import gc, json, sys, time
+import toolkeep
+history = json.load(open(sys.argv[1], encoding="utf-8"))[: int(sys.argv[4])]
+config = toolkeep.Config(policy=sys.argv[3])
+gc.collect()
+t = time.perf_counter(); text = json.dumps(history); dumps = time.perf_counter() - t
+with toolkeep.Session(config, workspace=sys.argv[2]) as session:
+    gc.collect()
+    t = time.perf_counter(); out, _ = session.prepare(history, "anthropic"); prep = time.perf_counter() - t
+    resume = session.conversations.current.state.resume
+    adopted = resume.adopted if resume is not None else 0
+t = time.perf_counter(); json.dumps(history); dumps = min(dumps, time.perf_counter() - t)
+print(json.dumps({"prep": prep, "dumps": dumps, "adopted": adopted, "out": json.dumps(out)}))
+"""
+
+
+def in_new_process(path: Path, workspace: str, policy: str, end: int) -> dict[str, Any]:
+    """A new process's first ``prepare`` of the history's first ``end`` messages on ``workspace``
+    (its kept store, or an empty one): seconds, seconds of ``json.dumps`` of that history (the
+    faster of one before and one after), messages adopted from the store, and the output."""
+    done = subprocess.run(
+        [sys.executable, "-c", _CHILD, str(path), workspace, policy, str(end)],
+        capture_output=True, text=True, check=True, env=dict(os.environ),
+    )  # fmt: skip
+    out: dict[str, Any] = json.loads(done.stdout)
+    return out
+
+
+def resumed_in_new_processes(
+    path: Path, history: list[Any], policy: str, *, runs: int = 5, behind: int = 8
+) -> dict[str, Any]:
+    """A new process given the whole history, ``runs`` times each (medians of prepare /
+    json.dumps): on the store kept by a session that saw every request; on one kept by a session
+    that stopped ``behind`` requests earlier (a proxy killed between two writes, or a replica
+    taking over); on an empty store. Each output is checked against the incremental session's
+    (paths of saved files named alike)."""
+    if not 1 <= runs <= 10:
+        raise SystemExit("--runs: 1 to 10 (workspaces named alike in length)")
+    config = toolkeep.Config(policy=policy)
+    out: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory() as root:
+        # workspaces named alike in length: what a policy writes may fit a path into a length
+        kept, late, empty = f"{root}/k0", f"{root}/l", f"{root}/e"
+        with toolkeep.Session(config, workspace=kept) as session:
+            for end in request_ends(history):
+                sent, _ = session.prepare(history[:end], "anthropic")
+            expected = json.dumps(sent).replace(kept, "WS")
+        for n in range(runs):  # each run from a state `behind` requests back (a run writes)
+            with toolkeep.Session(config, workspace=f"{late}{n}") as session:
+                for end in request_ends(history)[:-behind]:
+                    session.prepare(history[:end], "anthropic")
+        for kind, workspace in (("kept", kept), ("behind", late), ("empty", None)):
+            ratios, same, adopted = [], True, []
+            for n in range(runs):
+                ws = f"{late}{n}" if workspace == late else workspace or f"{empty}{n}"
+                got = in_new_process(path, ws, policy, len(history))
+                ratios.append(got["prep"] / got["dumps"])
+                same = same and got["out"].replace(ws, "WS") == expected
+                adopted.append(got["adopted"])
+            out[kind] = {"ratio": statistics.median(ratios), "same": same, "adopted": min(adopted)}
+    return out
+
+
+def writing_cost(
+    history: list[Any], config: toolkeep.Config, passes: int = 2
+) -> tuple[float, float, float, float]:
+    """What keeping the state (:mod:`toolkeep.resume`) adds to a session on a kept workspace:
+    the median prepare seconds of the last 200 requests, and the mean over all requests, with it
+    and with it off (``Resume.of`` giving none); fastest of ``passes`` sessions each."""
+    from toolkeep.resume import Resume
+
+    best: dict[bool, tuple[float, float]] = {}
+    keep = Resume.__dict__["of"]
+    try:
+        for _ in range(passes):
+            for on in (True, False):
+                Resume.of = keep if on else classmethod(lambda cls, *args, **kwargs: None)  # type: ignore[method-assign,assignment]
+                with tempfile.TemporaryDirectory() as root:
+                    times = []
+                    with toolkeep.Session(config, workspace=root) as session:
+                        for end in request_ends(history):
+                            t = time.perf_counter()
+                            session.prepare(history[:end], "anthropic")
+                            times.append(time.perf_counter() - t)
+                    got = (statistics.median(times[-200:]), statistics.fmean(times))
+                    old = best.get(on, (float("inf"), float("inf")))
+                    best[on] = (min(old[0], got[0]), min(old[1], got[1]))
+    finally:
+        Resume.of = keep  # type: ignore[method-assign]
+    return best[True][0], best[False][0], best[True][1], best[False][1]
+
+
+def resume_table(path: Path, history: list[Any], policies: list[str], runs: int) -> str:
+    rows = []
+    for policy in policies:
+        got = resumed_in_new_processes(path, history, policy, runs=runs)
+        cells = [
+            f"{got[k]['ratio']:.2f}x ({'same bytes' if got[k]['same'] else 'DIFFERENT BYTES'}, "
+            f"{got[k]['adopted']} adopted)"
+            for k in ("kept", "behind", "empty")
+        ]
+        rows.append(f"| `{policy}` | {' | '.join(cells)} |")
+        print(rows[-1], flush=True)
+    on, off, mean_on, mean_off = writing_cost(history, toolkeep.Config())
+    return "\n".join(
+        [
+            "A new process given the whole trajectory (one `Session`, its first `prepare`; median of "
+            f"{runs} processes, each prepare over the faster of two `json.dumps` of the history in that process). "
+            "Store kept: the workspace of a session that saw every request. 8 behind: of one that stopped 8 "
+            "requests before the end (a proxy killed between two writes, a replica taking over). Empty: a new "
+            "workspace. Each output compared with the session that saw every request (saved files' paths "
+            "named alike); adopted: messages the new process took from the kept state (`toolkeep.resume`).",
+            "",
+            "| policy | store kept | store kept, 8 requests behind | store empty |",
+            "|---|---:|---:|---:|",
+            *rows,
+            "",
+            "What keeping the state adds to a session's requests (default policy, one `Session` on a kept "
+            "workspace over every request, the state written every 8 requests and whole now and then; "
+            f"fastest of two sessions each): median of the last 200 requests {on * 1000:.3f} ms with it, "
+            f"{off * 1000:.3f} ms without (+{(on - off) * 1000:.3f} ms); mean over all requests "
+            f"{mean_on * 1000:.3f} ms with it, {mean_off * 1000:.3f} ms without "
+            f"(+{(mean_on - mean_off) * 1000:.3f} ms).",
+        ]
+    )
+
+
 def peak_memory(history: list[Any], config: toolkeep.Config) -> float:
     """Peak extra memory of a session replaying the history, as a ratio to the history's size."""
     size = len(json.dumps(history))
@@ -196,6 +326,12 @@ def main() -> None:
     parser.add_argument("--uncached-every", type=int, default=10, help="one-off run every N requests")
     parser.add_argument("--policy", action="append", help="policies to time (default: all)")
     parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="only the resumed runs: a new process given the whole history, store kept or empty",
+    )
+    parser.add_argument("--runs", type=int, default=5, help="new processes per resumed figure")
+    parser.add_argument(
         "--detail", default=toolkeep.Config().policy, help="the policy timed in detail (default: the default)"
     )
     args = parser.parse_args()
@@ -203,6 +339,12 @@ def main() -> None:
     path = largest_trajectory()
     history = json.loads(path.read_text(encoding="utf-8"))
     policies = args.policy or sorted(POLICIES)
+    if args.resume:
+        table = resume_table(path, history, policies, args.runs)
+        print(table)
+        if args.write:
+            write_section("Resumed in a new process", table)
+        return
     rows = []
     for policy in policies:
         timed_rows = replay(history, toolkeep.Config(policy=policy), args.every)

@@ -15,6 +15,8 @@ from __future__ import annotations
 import logging
 import secrets
 import uuid
+import weakref
+from typing import Any
 
 from .closing import Closing
 from .config import Config, ToolCap
@@ -70,6 +72,11 @@ class Archive(Closing):
             or bool(config.store_url)
             or (workspace.keep if workspace is not None else config.keep_tmpdir)
         )
+        self.outlives = outlives
+        """Whether :attr:`store` outlives the session (a store given or configured, or a kept
+        workspace's): then each conversation keeps its state there (:mod:`toolkeep.resume`)."""
+        self.flushers: weakref.WeakSet[Any] = weakref.WeakSet()
+        """What writes to the store before it closes (each conversation's kept state)."""
         self._durable: ArchiveStore | None = None
         self.holds: ArchiveStore = self.store
         """Where originals the caller's history carries are written (and read back)."""
@@ -152,6 +159,8 @@ class Archive(Closing):
         """Release every pin, close the stores the archive opened, and remove its own directory
         unless kept. Safe to call more than once."""
         self._closed = True
+        for flusher in list(self.flushers):
+            flusher.flush()
         for writes in (self.writes, self.holds_writes, self._durable_writes):
             if writes is not None:
                 writes.release_all()

@@ -36,6 +36,7 @@ from .markers import Recording, Tracker
 from .pricing import CacheTimes, resolve_pricing
 from .report import Prepared, Report
 from .requests import Incoming, PreparedRequest, Request, read_input
+from .resume import Resume
 from .steps import Memo, Pipeline, Step, StepContext
 from .workspace import Workspace, WorkspaceReader
 
@@ -104,6 +105,9 @@ class Conversation:
         """What the conversation carries from one request to the next (:mod:`toolkeep.engine`)."""
         self.tracker = Tracker()
         """Its markers, and whether the store holds their originals (:mod:`toolkeep.markers`)."""
+        # resume hook: kept beside a store that outlives the session, the state is read back by
+        # a new process's first request of the conversation (toolkeep.resume)
+        self.state.resume = Resume.of(archive, key, self.tracker)
         self.marker_recheck_every = MARKER_RECHECK_EVERY
         """See :attr:`toolkeep.Session.marker_recheck_every`."""
         self._fixed = workspace

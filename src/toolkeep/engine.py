@@ -56,7 +56,17 @@ from .steps.memo import FORGETFUL, MISSING, dumped
 from .steps.pairing import first_choice_id
 from .turns import unfolded
 
-__all__ = ["Resolved", "SessionState", "common_prefix", "fingerprint", "run", "settle_format"]
+__all__ = [
+    "Resolved",
+    "Restage",
+    "SessionState",
+    "StaleState",
+    "common_prefix",
+    "fingerprint",
+    "restored_part",
+    "run",
+    "settle_format",
+]
 
 
 def fingerprint(raw: Any) -> Any:
@@ -142,6 +152,11 @@ class _Block:
     """...and where its repairs and cuts end in the session's lists of them..."""
     calls_end: int = 0
     """...and the assistant messages pairing keeps, up to it."""
+    age: int = 0
+    """The age its steps ran at (restaged at it: :func:`restored_part`)."""
+    lazy: bool = False
+    """Adopted from a stored state (:mod:`toolkeep.resume`) and not staged in this process yet:
+    ``staged`` holds placeholders, as do its messages in :attr:`SessionState.flat`."""
 
 
 class Resolved(NamedTuple):
@@ -194,19 +209,87 @@ class SessionState:
     """Which of the conversation's requests found the provider's cache expired."""
     window: Any = None
     """The request budget's state (the pipeline's ``bound`` slot makes it, :mod:`toolkeep.window`)."""
+    resume: Any = None
+    """Where the conversation's state is kept for a new process (a :class:`toolkeep.resume.Resume`;
+    ``None``: nowhere)."""
+    restage: Restage | None = None
+    """With blocks adopted from a stored state: what stages them again when they are needed."""
 
     def forget(self) -> None:
         """Drop the blocks and the plan (the next request is prepared from scratch); what the
-        conversation's requests were and when is kept."""
-        memo, last, resolved, last_time, expiry = (
+        conversation's requests were and when is kept, and where the state is kept."""
+        memo, last, resolved, last_time, expiry, resume = (
             self.memo,
             self.last,
             self.resolved,
             self.last_time,
             self.expiry,
+            self.resume,
         )
         self.__init__(memo, last, resolved)  # type: ignore[misc]
-        self.last_time, self.expiry = last_time, expiry
+        self.last_time, self.expiry, self.resume = last_time, expiry, resume
+
+
+@dataclass(eq=False)
+class Restage:
+    """What a request staged its blocks with, for the blocks adopted from a stored state that a
+    later step needs (:func:`restored_part`); set by each request."""
+
+    fmt: Format
+    steps: Sequence[_Declared]
+    ctx: StepContext
+
+
+class StaleState(Exception):
+    """A state adopted from a store does not fit the history after all: the request is
+    prepared again from scratch."""
+
+
+def restored_part(state: SessionState, message: int, part: int) -> Any:
+    """Part ``part`` of message ``message`` of the staged history (:attr:`SessionState.flat`),
+    staging its block first if it was adopted from a stored state."""
+    flat = state.flat
+    try:
+        if flat[message] is None:
+            _materialize(state, bisect_right(state.blocks, message, key=_flat_start) - 1)
+        return flat[message].parts[part]
+    except (IndexError, AttributeError) as exc:
+        raise StaleState("an adopted item names no part of the history") from exc
+
+
+def _materialize(state: SessionState, j: int) -> None:
+    """Stage adopted block ``j`` again (its steps are a function of its messages, place and the
+    age it ran at) and put its staged messages in :attr:`SessionState.flat`."""
+    b = state.blocks[j]
+    restage = state.restage
+    if not b.lazy:
+        return
+    if restage is None:
+        raise StaleState("an adopted block is needed outside a request")
+    fmt = restage.fmt
+    block = _neutral_of(state, fmt, b.start, b.end)
+    made = _Engine(state)._run_block(
+        fmt, block, b.start, restage.steps, restage.ctx, (b.calls, b.age, b.age_key), set(b.seen_before),
+        state.memo, staged=True,
+    )  # fmt: skip
+    staged = made.staged or []
+    if len(staged) != len(b.staged or ()) or made.call_ids_out != b.call_ids_out:
+        raise StaleState("an adopted block staged differently")
+    b.staged, b.staged_report, b.lazy = staged, made.staged_report, False
+    state.flat[b.flat_start : b.flat_start + len(staged)] = staged
+
+
+def _neutral_of(state: SessionState, fmt: Format, start: int, end: int) -> History:
+    """The neutral form of input messages ``start`` to ``end``, loading those adopted without."""
+    entries = state.fingerprints
+    out = []
+    for i in range(start, end):
+        raw, fp, m = entries[i]
+        if m is None:
+            m = fmt.load_message(i, raw)
+            entries[i] = (raw, fp, m)
+        out.append(m)
+    return out
 
 
 def settle_format(state: SessionState, messages: Sequence[Any], format: str | Format, same: int) -> Format:
@@ -310,15 +393,30 @@ def run(
     if fmt is not state.format:
         state.forget()
         state.format = fmt
+    resume = state.resume if budget is None else None
+    if resume is not None and not state.blocks:
+        same = resume.load(
+            state, fmt, messages, pipeline, ctx, same, plans[-1] if planned is not None else None
+        )
     if state.plan is None and planned is not None:
         state.plan = planned
+    state.restage = Restage(fmt, declared, ctx) if state.restage is not None else None
     try:
-        return _Engine(state, budget).run(fmt, messages, declared, ctx, same, extras)
+        try:
+            out = _Engine(state, budget).run(fmt, messages, declared, ctx, same, extras)
+        except StaleState:
+            state.forget()
+            if state.plan is None and planned is not None:
+                state.plan = plans[-1]()  # type: ignore[misc]
+            out = _Engine(state, budget).run(fmt, messages, declared, ctx, 0, extras)
     except RequestTooLargeError:
         raise  # prepared whole, then refused: the state stands for the next request
     except BaseException:
         state.forget()
         raise
+    if resume is not None:
+        resume.save(state, fmt, messages, pipeline, same)
+    return out
 
 
 def _apply(
@@ -429,6 +527,7 @@ class _Engine:
     def __init__(self, state: SessionState, budget: Bound | None = None) -> None:
         self.state = state
         self.budget = budget
+        self.fmt: Format | None = None
         """The pipeline's ``bound`` slot: with one, blocks keep what it measures."""
 
     def run(
@@ -442,6 +541,7 @@ class _Engine:
     ) -> list[Any]:
         state = self.state
         plan = state.plan
+        self.fmt = fmt
         keep = self._reusable_blocks(same)
         tiers = sorted({t for d in steps for t in d.ages})
         horizon = tiers[-1] if tiers else 0
@@ -450,6 +550,7 @@ class _Engine:
             return bisect_right(tiers, age)
 
         tail_start = state.blocks[keep].start if keep < len(state.blocks) else 0
+        old_last = len(state.blocks) - 1
         history = self._load(fmt, messages, tail_start)
         seen = state.seen
         for dropped in state.blocks[keep:]:
@@ -533,6 +634,8 @@ class _Engine:
             call_index += calls
         unsaved: list[str] = []
         if plan is not None:
+            if min(first_changed, keep) < old_last and state.restage is not None:
+                raise StaleState("a block before the last, adopted from a stored state, runs again")
             first_changed = self._render(fmt, plan, min(first_changed, keep), ctx, unsaved)
         self._commit(blocks, first_changed, ctx.report)
         ctx.report.save_errors += unsaved
@@ -574,6 +677,8 @@ class _Engine:
             b.flat_start = len(flat)
             flat.extend(b.staged or ())
         deciding = replace(ctx, report=Report(format=fmt.name), place=Place(0, 0, set()))
+        if state.restage is not None and state.resume is not None:
+            state.resume.ready(state, start)  # adopted blocks the plan is about to read: staged
         touched = plan.update(flat, start, deciding)
         unsaved += deciding.report.save_errors
         if touched is None:
@@ -588,6 +693,8 @@ class _Engine:
             key = plan.key(lo, hi)
             if j < first_staged and key == b.render_key:
                 continue
+            if b.lazy:
+                _materialize(state, j)
             report = Report(format=fmt.name)
             sub = replace(ctx, report=report, place=Place(b.start, 0, set()))
             rendered = plan.render(flat, lo, hi, sub)
@@ -655,6 +762,8 @@ class _Engine:
                 entries[i] = (raw, fingerprint(raw), m)
 
     def _neutral(self, start: int, end: int) -> History:
+        if self.state.restage is not None and self.fmt is not None:
+            return _neutral_of(self.state, self.fmt, start, end)
         return [m for _, _, m in self.state.fingerprints[start:end]]
 
     def _run_block(
@@ -698,13 +807,13 @@ class _Engine:
         if staged:  # the policy's last step is the plan: the whole stage is the measure
             return _Block(
                 start, start + len(block), calls, age_key, [], call_ids, seen_before, report, history, report,
-                stage=history, stage_out=dumped(fmt, history, dumps) if bounded else [],
+                stage=history, stage_out=dumped(fmt, history, dumps) if bounded else [], age=age_offset,
             )  # fmt: skip
         out = dumped(fmt, history, dumps)
         stage_out = (out if stage is history else dumped(fmt, stage, dumps)) if bounded else []
         return _Block(
             start, start + len(block), calls, age_key, out, call_ids, seen_before, report,
-            neutral=history, stage=stage, stage_out=stage_out,
+            neutral=history, stage=stage, stage_out=stage_out, age=age_offset,
         )  # fmt: skip
 
     def _commit(self, blocks: list[_Block], first_changed: int, report: Report) -> None:

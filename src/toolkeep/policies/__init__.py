@@ -23,7 +23,8 @@ from ..exceptions import ConfigError
 from ..shortforms.inputs import RestoreInputs
 from ..steps import Pipeline, Step
 from ..window import RequestBudget
-from .economy import EconomyCompactor, economy_steps
+from .accounting import Item
+from .economy import EconomyCompactor, EconomyPlan, economy_steps
 from .seed import SeedMicrocompactor, seed_steps
 from .spec import spec_steps
 
@@ -31,6 +32,8 @@ __all__ = [
     "POLICIES",
     "Economy",
     "EconomyCompactor",
+    "EconomyPlan",
+    "Item",
     "SeedMicrocompactor",
     "build_steps",
     "economy_steps",

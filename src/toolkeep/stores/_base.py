@@ -45,6 +45,7 @@ from ..shorten import CHUNK_CHARS, utf8_chunks
 __all__ = [
     "MAX_LIMIT",
     "PIN_LEASE",
+    "STATE_TTL",
     "ArchiveStore",
     "Clock",
     "GcResult",
@@ -71,6 +72,9 @@ session that ends without closing leaves pins that lapse after this."""
 
 MAX_LIMIT = 2**63 - 1
 """The largest size or entry cap (what SQLite's integers and Redis's numbers hold)."""
+
+STATE_TTL = 30 * 86_400.0
+"""Seconds a conversation's kept state (:meth:`StoreBase.state_store`) outlives its last use."""
 
 Clock = Callable[[], float]
 """Seconds since some fixed point; :func:`time.time` unless a test injects its own."""
@@ -314,6 +318,25 @@ class StoreBase(Closing):
         self._pinned: dict[str, int] = {}  # key -> how many owners pin it
         self._pin_lock = threading.Lock()
         self._epoch = ""
+        self._state: Any = None
+
+    def state_store(self) -> ArchiveStore | None:
+        """Where the conversations of a session over this store keep their state (see
+        :mod:`toolkeep.resume`): a namespace of its own beside the originals, not counted among
+        them nor under their caps, whose entries expire :data:`STATE_TTL` seconds after their last
+        use (or after the store's own TTL, if shorter; a directory's go with it); made on first use. ``None``: the store
+        keeps no state (a session over it folds each history anew)."""
+        with self._pin_lock:
+            if self._state is None:
+                ttl = self.limits.ttl
+                self._state = self._new_state_store(
+                    Limits(ttl=STATE_TTL if ttl is None else min(ttl, STATE_TTL))
+                )
+            state: ArchiveStore | None = self._state
+            return state
+
+    def _new_state_store(self, limits: Limits) -> ArchiveStore | None:
+        return None
 
     def pin(self, owner: str, keys: Iterable[str]) -> None:
         """Keep ``keys`` from eviction and expiry until ``owner`` releases them."""

@@ -24,6 +24,7 @@ from pathlib import Path
 from ..exceptions import StoreError, StoreNotFoundError
 from ..workspace import atomic_write, opened_directory, own_file_exists, refused_link
 from ._base import (
+    ArchiveStore,
     Clock,
     GcResult,
     Limits,
@@ -80,6 +81,12 @@ class FileStore(StoreBase):
             verb = "create" if create else "open"
             raise StoreError(f"cannot {verb} archive directory {self.directory}: {exc.strerror}") from exc
         self._lock = threading.Lock()
+
+    def _new_state_store(self, limits: Limits) -> ArchiveStore:
+        """A directory beside this one (``archive`` -> ``archive-state``), without a TTL: its
+        writer deletes what a whole state stands for, and a TTL would scan the directory at
+        every write (the directory goes with its workspace)."""
+        return FileStore(self.directory.with_name(f"{self.directory.name}-state"), clock=self.clock)
 
     def put(self, key: str, text: str) -> None:
         """Store ``text`` under ``key`` once; evict the least recently used files over the caps."""

@@ -7,7 +7,7 @@ from collections import OrderedDict
 from collections.abc import Collection
 from dataclasses import dataclass
 
-from ._base import Clock, GcResult, Limits, StoreBase, StoreStats, utf8_size, validate_key
+from ._base import ArchiveStore, Clock, GcResult, Limits, StoreBase, StoreStats, utf8_size, validate_key
 
 __all__ = ["MemoryStore"]
 
@@ -36,6 +36,9 @@ class MemoryStore(StoreBase):
         self._data: OrderedDict[str, _Entry] = OrderedDict()
         self._bytes = 0
         self._lock = threading.Lock()
+
+    def _new_state_store(self, limits: Limits) -> ArchiveStore:
+        return MemoryStore(limits=limits, clock=self.clock)
 
     def put(self, key: str, text: str) -> None:
         """Store ``text`` under ``key``; evict the least recently used entries over the caps."""

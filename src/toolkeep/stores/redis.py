@@ -32,8 +32,19 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from ..exceptions import ConfigError, StoreError
+from ..shorten import archive_key
 from . import _base
-from ._base import Clock, GcResult, Limits, StoreBase, StoreStats, decode_text, encode_text, validate_key
+from ._base import (
+    ArchiveStore,
+    Clock,
+    GcResult,
+    Limits,
+    StoreBase,
+    StoreStats,
+    decode_text,
+    encode_text,
+    validate_key,
+)
 from ._masking import mask_url
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -403,6 +414,13 @@ class RedisStore(StoreBase):
     def clear(self) -> None:
         """Delete the whole namespace (originals and counters)."""
         self._call(lambda client: client.delete(*self.keys))
+
+    def _new_state_store(self, limits: Limits) -> ArchiveStore:
+        """A namespace of its own on the same server and connection (closed with this store's)."""
+        prefix = f"{self.prefix}:state"
+        if len(prefix) > 64:
+            prefix = f"state:{archive_key(self.prefix)}"
+        return RedisStore(self.url, prefix=prefix, limits=limits, clock=self.clock, client=self._client)
 
     def close(self) -> None:
         """Close the connection pool. Safe to call more than once."""

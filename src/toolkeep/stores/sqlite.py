@@ -22,6 +22,7 @@ from ..exceptions import StoreError, StoreNotFoundError
 from ..shorten import CHUNK_CHARS, utf8_chunks
 from ._base import (
     PIN_LEASE,
+    ArchiveStore,
     Clock,
     GcResult,
     Limits,
@@ -302,11 +303,17 @@ class SQLiteStore(StoreBase):
             return mine
         return mine | {key for (key,) in db.execute(_SHARED_PINS, (now,))}
 
+    def _new_state_store(self, limits: Limits) -> ArchiveStore:
+        """A database file beside this one (``a.db`` -> ``a.db-state``)."""
+        return SQLiteStore(self.path.with_name(f"{self.path.name}-state"), limits=limits, clock=self.clock)
+
     def close(self) -> None:
-        """Close the database connection. Safe to call more than once."""
+        """Close the database connection (and the state store's). Safe to call more than once."""
         with self._lock:
             self._closed = True
             self._drop()
+        if self._state is not None:
+            self._state.close()
 
     def _drop(self) -> None:
         if self._db is not None:
