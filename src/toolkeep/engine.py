@@ -425,66 +425,76 @@ def _apply(
     """The one loop over the steps: ``history`` through each in turn; returns the output and
     the input of the last step (the request budget measures it).
 
-    With a ``memo`` (a session's block, not a one-off run), each step's work is remembered
-    around it: given the very same messages at the same place, their age on the same side of
-    each of the step's tiers, the step's output of last time is taken, with its report entries
-    and the call ids it took. Work during which a save or a lookup failed is not remembered,
-    so the next run tries again."""
-    stage = history
-    last = len(steps) - 1
-    for n, declared in enumerate(steps):
-        if n == last:
-            stage = history
-        history = (
-            _step(declared, history, ctx, memo, age) if memo is not None else declared.step(history, ctx)
-        )
-    return history, stage
-
-
-class _Work(NamedTuple):
-    """What a step did to one block: what it was given (to check it is the same), its output,
-    what it added to the report and the call ids it took."""
-
-    given: History
-    out: History
-    counts: tuple[int, ...] | None
-    repairs: list[Any]
-    cuts: list[Any]
-    taken: tuple[str, ...] | None
-
-
-def _step(declared: _Declared, history: History, ctx: StepContext, memo: Memo, age: int) -> History:
-    step = declared.step
-    tiers = tuple([age >= t for t in declared.ages]) if declared.ages else ()
+    With a ``memo`` (a session's block, not a one-off run), the steps' work on the block is
+    remembered around them: given the very same messages at the same place, their age on the
+    same side of every step's tiers, the output of last time is taken, with the report entries
+    the steps added and the call ids they took. Work during which a save or a lookup failed is
+    not remembered, so the next run tries again. (One entry a block, not one a step: a block
+    whose work could be reused in part was, in practice, one the memo had already forgotten.)"""
+    if memo is None:
+        return _loop(steps, history, ctx, None)
+    tiers = tuple([age >= t for declared in steps for t in declared.ages])
     key = (ctx.place.start, tiers, tuple(map(id, history)))
     report = ctx.report
-    done = memo.get("step", step, key)
+    first = steps[0].step if steps else None
+    done = memo.get("steps", first, key)
     if done is not MISSING and len(done.given) == len(history) and all(map(is_, done.given, history)):
         if done.counts is not None:
             _add_counts(report, done.counts)
         report.repairs.extend(done.repairs)
         report.cuts.extend(done.cuts)
-        if done.taken is not None:
-            ctx.place.taken_ids.update(done.taken)
-        return done.out  # type: ignore[no-any-return]
+        for taken in done.taken:
+            ctx.place.taken_ids.update(taken)
+        return done.out, done.stage
     counts = _counts(report)
     repairs, cuts, errors = len(report.repairs), len(report.cuts), len(report.save_errors)
-    lookups, taken = ctx.lookups_failed, len(ctx.place.taken_ids)
-    out = step(history, ctx)
+    lookups = ctx.lookups_failed
+    took: list[tuple[str, ...]] = []
+    out, stage = _loop(steps, history, ctx, took)
     if len(report.save_errors) == errors and ctx.lookups_failed == lookups:
         after = _counts(report)
         work = _Work(
             history,
             out,
+            stage,
             tuple([a - b for a, b in zip(after, counts, strict=True)]) if after != counts else None,
             report.repairs[repairs:],
             report.cuts[cuts:],
-            tuple([c.id for m in out if m.role == "assistant" for c in m.calls])
-            if len(ctx.place.taken_ids) != taken
-            else None,
+            tuple(took),
         )
-        memo.put("step", step, work, key)
-    return out
+        memo.put("steps", first, work, key)
+    return out, stage
+
+
+def _loop(
+    steps: Sequence[_Declared], history: History, ctx: StepContext, took: list[tuple[str, ...]] | None
+) -> tuple[History, History]:
+    """``history`` through each step; ``took`` gains, for each step that took call ids, those
+    of its output."""
+    stage = history
+    last = len(steps) - 1
+    taken_ids = ctx.place.taken_ids
+    for n, declared in enumerate(steps):
+        if n == last:
+            stage = history
+        taken = len(taken_ids)
+        history = declared.step(history, ctx)
+        if took is not None and len(taken_ids) != taken:
+            took.append(tuple([c.id for m in history if m.role == "assistant" for c in m.calls]))
+    return history, stage
+
+
+class _Work(NamedTuple):
+    """What the steps did to one block: what they were given (to check it is the same), their
+    output and the last step's input, what they added to the report and the call ids they took."""
+
+    given: History
+    out: History
+    stage: History
+    counts: tuple[int, ...] | None
+    repairs: list[Any]
+    cuts: list[Any]
+    taken: tuple[tuple[str, ...], ...]
 
 
 def _counts(report: Report) -> tuple[int, int, int, int, int]:
