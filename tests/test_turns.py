@@ -229,3 +229,42 @@ class TestProperties:
                 except toolkeep.RequestTooLargeError as error:
                     outs.append(f"refused at {error.floor}")
         assert outs[0] == outs[1]
+
+
+IMAGE = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}}
+
+
+@pytest.mark.parametrize("policy", sorted(POLICIES))
+def test_an_edit_inside_the_archived_span_archives_it_anew(policy: str, tmp_path: Path) -> None:
+    """A message inside the archived span removed (a duplicate result, which pairing drops
+    anyway, so what the fold compares is unchanged): the session archives the span's messages
+    as they are now, under the key a fresh run gives them, not the key of the messages it saw
+    before (found by the slow incremental property)."""
+    read = {"type": "tool_use", "id": "toolu_01", "name": "read", "input": {"path": "a.py"}}
+    later = {"type": "future_block", "payload": [1, 2]}  # a block type toolkeep does not know
+    history: list[Any] = [
+        {"role": "user", "content": "Please fix the failing test."},
+        {"role": "assistant", "content": [read, later]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_01", "content": ""}]},
+        {"role": "user", "content": [{"type": "text", "text": "look at this"}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_01", "content": ""}]},
+        {"role": "assistant", "content": [{"type": "text", "text": "Let me look."}, later]},
+        {"role": "user", "content": [{"type": "text", "text": "look at this"}, IMAGE]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "gone", "content": ""}]},
+        {"role": "assistant", "content": [{"type": "text", "text": "Let me look."}, read, later]},
+    ]
+    config = toolkeep.Config(
+        truncate_turns=1, summarize_turns=2, recall_protect_turns=1, policy=policy, max_request_tokens=300
+    )
+    edited = history[:2] + history[3:]
+    with toolkeep.Session(config, workspace=tmp_path) as session:
+        for request in (history[:1], history):
+            session.prepare(request, format="anthropic")
+        got, _ = session.prepare(edited, format="anthropic")
+        fresh, _ = toolkeep.run_pipeline(
+            edited, format="anthropic", config=config, workspace=session.workspace, store=session.store
+        )
+        assert json.dumps(got) == json.dumps(fresh)
+        keys = re.findall(r"<<ccr:([0-9a-f]{16})>>", json.dumps(got))
+        notes = [k for k in keys if (session.recall(k) or "").startswith("[{")]
+        assert notes and json.loads(session.recall(notes[0]) or "") == edited[1:7]

@@ -54,6 +54,7 @@ __all__ = [
     "Archived",
     "archive",
     "caller_span",
+    "current",
     "extend",
     "first_start",
     "note_text",
@@ -98,6 +99,8 @@ class Archived:
     key: str | None
     turns: int
     exact: int
+    sources: tuple[Any, ...] | None = None
+    """The caller's messages archived under ``key`` (``None``: the span itself, :func:`payload`)."""
 
 
 def first_start(stage: History) -> int | None:
@@ -240,6 +243,30 @@ def note_text(span: Sequence[Message], key: str | None) -> str:
     return "\n".join(lines)
 
 
+def current(
+    fmt: Format,
+    stage: History,
+    archived: Archived,
+    ctx: StepContext,
+    count: Callable[[Any], int],
+    caller: Callable[[int, int], Sequence[Any] | None] | None,
+) -> Archived | None:
+    """``archived`` as this request's caller messages archive it: the same span, archived anew
+    when the messages it came from differ (a message in it edited or removed that pairing's
+    output does not show, as a duplicate result), so that its key is a fresh run's; ``None``
+    when the store refused it."""
+    if caller is None or archived.sources is None:
+        return archived
+    now = caller(archived.start, archived.end)
+    if (
+        now is not None
+        and len(now) == len(archived.sources)
+        and all(a is b or a == b for a, b in zip(now, archived.sources, strict=True))
+    ):
+        return archived
+    return archive(fmt, stage, archived.start, archived.end, ctx, count, caller)
+
+
 def archive(
     fmt: Format,
     stage: History,
@@ -277,7 +304,8 @@ def archive(
         most = _dumped(fmt, Message("user", (TextPart(note_text(span, stand_in)),), dirty=True))
         tokens = max(exact, sum(count(x) + 1 for x in most))
     turns = sum(1 for m in span if m.role == "assistant")
-    return Archived(start, end, message, dumped, tokens, key, turns, exact)
+    sources = tuple(messages) if messages is not None else None
+    return Archived(start, end, message, dumped, tokens, key, turns, exact, sources)
 
 
 def _dumped(fmt: Format, message: Message) -> tuple[Any, ...]:

@@ -91,7 +91,7 @@ from .shortforms.previews import lines_summary
 from .steps import StepContext
 from .steps.memo import FORGETFUL, Memo, dumped
 from .tokens import TokenCounter, default_counter, serialize_message
-from .turns import Archived, caller_span, extend, spliced, widest
+from .turns import Archived, caller_span, current, extend, spliced, widest
 
 __all__ = [
     "DEEP_INPUTS",
@@ -353,6 +353,13 @@ def bound(
     fold.run((limit, fmt.name, extra, ctx.store is None), stage, stage_out, measure, target)
     cuts = state.decided
     archived = state.checkpoints[-1].archived if state.checkpoints else None
+    if archived is not None:
+        # the span as this request's own messages archive it (the fold compares what pairing
+        # made of them, which an edit inside the span need not change)
+        kept = archived
+        archived = current(fmt, stage, archived, ctx, counts.text, fold.caller)
+        if archived is not kept:
+            state.checkpoints[-1] = replace(state.checkpoints[-1], archived=archived)
 
     def fitted() -> tuple[list[Any], int, int]:
         # the request, its tokens, and its tokens as the budget decides on them: the note of
