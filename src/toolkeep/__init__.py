@@ -9,8 +9,6 @@
 
 from __future__ import annotations
 
-from importlib.metadata import PackageNotFoundError, version
-
 from . import recall
 from .config import Config, Economy, ToolCap
 from .content_type import detect_content_type
@@ -46,12 +44,8 @@ from .steps import (
     restore_originals,
 )
 from .stores import ArchiveStore, FileStore, MemoryStore, open_store
+from .version import __version__
 from .workspace import Workspace
-
-try:
-    __version__ = version("toolkeep")
-except PackageNotFoundError:  # pragma: no cover - running from a source tree
-    __version__ = "0.0.0"
 
 __all__ = [
     "MISSING_RESULT_TEXT",

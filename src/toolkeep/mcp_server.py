@@ -44,11 +44,11 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from . import __version__
 from .config import Config
 from .exceptions import ConfigError
 from .recall import handle_tool_call, tool_specs
 from .stores import ArchiveStore
+from .version import __version__
 from .workspace import Workspace, WorkspaceReader
 
 if TYPE_CHECKING:

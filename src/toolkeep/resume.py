@@ -70,6 +70,7 @@ from .shorten import archive_key
 from .shortforms.commands import Kind
 from .steps import Pipeline, StepContext
 from .stores import ArchiveStore, validate_key
+from .version import __version__
 
 if TYPE_CHECKING:
     from .archive import Archive
@@ -87,8 +88,6 @@ class _Unfit(Exception):
 
 
 def _version() -> str:
-    from . import __version__  # (toolkeep is imported whole by then)
-
     return __version__
 
 
