@@ -268,3 +268,36 @@ def test_store_gc_collects_a_proxys_folder(tmp_path: Path) -> None:
         timeout=60,
     )
     assert missing.returncode == 1 and "no proxy's files" in missing.stderr
+
+
+def test_the_caps_cover_the_conversations_kept_states(tmp_path: Path) -> None:
+    """Each conversation's kept state (``archive-state/``, toolkeep.resume) grows the proxy's
+    folder with every conversation: the caps count it and collect it by age and size, like the
+    saved results and the archive."""
+    from toolkeep import Config
+    from toolkeep.proxy import make_preparer
+
+    preparer = make_preparer(Config(), tmp_path, max_disk_bytes=None, max_age_days=None)
+    for n in range(3):
+        messages: list[dict[str, object]] = [{"role": "user", "content": f"conversation {n}"}]
+        for turn in range(4):
+            call = f"toolu_{n}_{turn}"
+            messages += [
+                {"role": "assistant", "content": [{"type": "tool_use", "id": call, "name": "Read", "input": {}}]},
+                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": call, "content": f"{n} " * 9_000}]},
+            ]  # fmt: skip
+            preparer.prepare("anthropic", json.dumps({"model": "m", "messages": messages}).encode())
+    preparer.conversations.close()  # (the states are written at the latest as a conversation closes)
+    states = sorted((tmp_path / "archive-state").glob("*.txt"))
+    assert states
+    state_bytes = sum(p.stat().st_blocks * 512 for p in states)
+    store = preparer.conversations.store
+    assert (
+        DiskCap(tmp_path, store, max_bytes=None, max_age=None).usage().bytes
+        >= state_bytes + folder_bytes(tmp_path)[1]
+    )
+    for path in states:
+        info = path.stat()
+        os.utime(path, (info.st_atime - 10 * 86_400, info.st_mtime - 10 * 86_400))
+    DiskCap(tmp_path, store, max_bytes=None, max_age=86_400).collect()
+    assert not list((tmp_path / "archive-state").glob("*.txt"))

@@ -6,7 +6,9 @@ file a shortened form names), and its original archived when it is shortened
 writes it once: :class:`ProxyArchive` archives it as a hard link to the saved file (a copy where
 the filesystem has no hard links, or the store is elsewhere).
 
-:class:`DiskCap` keeps ``tool-results/`` and ``archive/`` under ``max_bytes`` (as ``du`` counts:
+:class:`DiskCap` keeps ``tool-results/``, ``archive/`` and ``archive-state/`` (each conversation's
+kept state, :mod:`toolkeep.resume`: a new process resumes from it, and folds the whole history
+again where a file of it is gone) under ``max_bytes`` (as ``du`` counts:
 allocated blocks, each file once however many names it has) and removes what was last used more
 than ``max_age`` seconds ago. An original and its saved files are one unit, named by its key; a
 unit's last use is its files' newest modification time (the archive stamps each read and write).
@@ -68,7 +70,9 @@ PIN_FILE_LIFE = 3_600.0
 _ARCHIVED = re.compile(r"([0-9a-f]{16})\.txt")
 _SAVED = re.compile(r"budget_.*_([0-9a-f]{16})\.txt")
 _PIN_FILE = re.compile(r"\.pinned-[A-Za-z0-9_.-]{1,200}")
-_DIRS = ("archive", "tool-results")
+_DIRS = ("archive", "tool-results", "archive-state")
+"""The capped folders: the archive, the saved results, and the conversations' kept states
+(:mod:`toolkeep.resume`, whose files are named as the archive's)."""
 
 
 @dataclass(frozen=True)
@@ -179,7 +183,7 @@ class DiskCap:
             try:
                 with opened_directory(self.path / directory) as fd:
                     for name in os.listdir(fd):
-                        match = (_ARCHIVED if directory == "archive" else _SAVED).fullmatch(name)
+                        match = (_SAVED if directory == "tool-results" else _ARCHIVED).fullmatch(name)
                         if match is None:
                             continue
                         try:
