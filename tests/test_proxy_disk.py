@@ -301,3 +301,39 @@ def test_the_caps_cover_the_conversations_kept_states(tmp_path: Path) -> None:
         os.utime(path, (info.st_atime - 10 * 86_400, info.st_mtime - 10 * 86_400))
     DiskCap(tmp_path, store, max_bytes=None, max_age=86_400).collect()
     assert not list((tmp_path / "archive-state").glob("*.txt"))
+
+
+def test_a_conversation_whose_kept_state_was_collected_goes_on_and_resumes_to_the_same_bytes(
+    tmp_path: Path,
+) -> None:
+    """The caps collect state files of conversations still going (least recently used first, and
+    no pin holds them): the proxy keeps writing their state, and a proxy started afterwards on the
+    folder sends each conversation's next request as the proxy that saw all of them does."""
+    from toolkeep import Config
+    from toolkeep.proxy import make_preparer
+
+    def request(n: int, turns: int) -> bytes:
+        messages: list[dict[str, object]] = [{"role": "user", "content": f"conversation {n}"}]
+        for turn in range(turns):
+            call = f"toolu_{n}_{turn}"
+            messages += [
+                {"role": "assistant", "content": [{"type": "tool_use", "id": call, "name": "Read", "input": {}}]},
+                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": call, "content": f"{n}.{turn} " * 3_000}]},
+            ]  # fmt: skip
+        return json.dumps({"model": "m", "messages": messages}).encode()
+
+    first = make_preparer(Config(), tmp_path, max_disk_bytes=None, max_age_days=None)
+    for turns in range(1, 10):
+        for n in range(3):
+            assert first.prepare("anthropic", request(n, turns)).error is None
+        if turns in (3, 6):  # the cap took some of them, the heads among them
+            for path in sorted((tmp_path / "archive-state").glob("*.txt"))[::2]:
+                path.unlink()
+    sent = {n: first.prepare("anthropic", request(n, 10)) for n in range(3)}
+    first.conversations.close()
+    restarted = make_preparer(Config(), tmp_path, max_disk_bytes=None, max_age_days=None)
+    for n in range(3):
+        again = restarted.prepare("anthropic", request(n, 10))
+        assert again.error is None and sent[n].error is None
+        assert again.body == sent[n].body
+    restarted.conversations.close()
